@@ -1,0 +1,1 @@
+"""tfcompose launcher: inventory → render → remote (SSH) → images → cluster."""

@@ -1,0 +1,152 @@
+"""The trainer's configuration: one typed model, loaded from YAML and overridden by flags.
+
+The launcher validates an inventory's `train:` section with this same model, so a value the
+trainer would reject is rejected before anything starts on any host.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, List, Literal, Optional, Tuple
+
+import yaml
+from pydantic import BaseModel, ConfigDict, StringConstraints, field_validator, model_validator
+
+from trainer.errors import ConfigError
+from trainer.validation import InvalidInput, StrictFloatT, StrictIntT, field, validate
+
+CANDIDATE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?$"
+
+
+CandidateName = Annotated[str, StringConstraints(pattern=CANDIDATE_PATTERN, max_length=200)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DatasetConfig(_Strict):
+    # Where images come from: an OASIS-style folder of class sub-folders, or generated in memory.
+    kind: Literal["image_folder", "synthetic"] = field("synthetic", expected="'image_folder' or 'synthetic'")
+    # Training images, one sub-folder per class (image_folder only).
+    train_dir: Optional[str] = field(None, expected="a folder path", min_length=1)
+    # Validation images in the same layout; when absent, `validation_split` of train_dir is held out.
+    val_dir: Optional[str] = field(None, expected="a folder path", min_length=1)
+    # Fraction of train_dir held out for validation (seeded, stratified per class).
+    validation_split: StrictFloatT = field(0.2, expected="a number between 0 and 1 (exclusive)", gt=0, lt=1)
+    # Images are resized to [height, width].
+    image_size: Tuple[StrictIntT, StrictIntT] = field((56, 56), expected="[height, width], each an integer 8–4096")
+    # grayscale (MRI slices) or rgb.
+    color_mode: Literal["grayscale", "rgb"] = field("grayscale", expected="'grayscale' or 'rgb'")
+    # synthetic only: number of classes.
+    classes: StrictIntT = field(4, expected="an integer 2–100", ge=2, le=100)
+    # synthetic only: training images per class (validation gets a quarter of that).
+    per_class: StrictIntT = field(64, expected="an integer 4–100000", ge=4, le=100_000)
+
+    @field_validator("image_size")
+    @classmethod
+    def _size_in_range(cls, v):
+        if not all(8 <= side <= 4096 for side in v):
+            raise ValueError("[height, width], each an integer 8–4096")
+        return v
+
+    @model_validator(mode="after")
+    def _folder_needs_train_dir(self):
+        if self.kind == "image_folder" and not self.train_dir:
+            raise ValueError("a `train_dir` when kind is 'image_folder'")
+        return self
+
+
+class TrainConfig(_Strict):
+    # The images to train and validate on.
+    dataset: DatasetConfig = field(DatasetConfig(), expected="a mapping")
+    # Architectures to compare: registry names or `module:function` import paths.
+    candidates: List[CandidateName] = field(["small_cnn"], min_length=1, expected=(
+        "a non-empty list of candidate names like 'small_cnn' or 'package.module:function', each once"))
+    # Passes over the training set per candidate.
+    epochs: StrictIntT = field(2, expected="an integer ≥ 1", ge=1, le=100_000)
+    # Images per replica per step; the global batch is this × replicas.
+    batch_per_replica: StrictIntT = field(32, expected="an integer 1–65536", ge=1, le=65536)
+    # Adam learning rate.
+    learning_rate: StrictFloatT = field(1e-3, expected="a number > 0 and ≤ 10", gt=0, le=10)
+    # Pretrained weights for keras.applications candidates: none (train from scratch) or imagenet.
+    weights: Literal["none", "imagenet"] = field("none", expected="'none' or 'imagenet'")
+    # Seed for shuffling, the validation split and weight initialisation.
+    seed: StrictIntT = field(42, expected="an integer 0–2147483647", ge=0, le=2**31 - 1)
+    # Where results.json, history/, best_model.keras, tensorboard/ and backup/ go.
+    results_dir: str = field("/results", expected="a folder path", min_length=1)
+    # auto: multi_worker when TF_CONFIG names >1 task, mirrored for several local GPUs, else one_device.
+    strategy: Literal["auto", "multi_worker", "mirrored", "one_device"] = field(
+        "auto", expected="'auto', 'multi_worker', 'mirrored' or 'one_device'")
+    # Collective implementation: auto = NCCL when GPUs are present, RING otherwise.
+    communication: Literal["auto", "ring", "nccl"] = field("auto", expected="'auto', 'ring' or 'nccl'")
+    # Seconds to wait for every peer to join before naming the missing ones and exiting.
+    join_timeout_s: StrictFloatT = field(300.0, expected="a number of seconds > 0 and ≤ 86400", gt=0, le=86400)
+
+    @field_validator("candidates")
+    @classmethod
+    def _each_once(cls, names):
+        if len(set(names)) != len(names):
+            raise ValueError("each candidate named once")
+        return names
+
+
+def parse_yaml(text: str, where: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        pos = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{where}{pos}: not valid YAML ({problem}).") from None
+
+
+def read_config_file(path: str | os.PathLike) -> dict:
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read the config file ({exc.strerror}).") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: not a text file (expected UTF-8 YAML).") from None
+    data = parse_yaml(text, str(p))
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: (top level): Received {type(data).__name__}. Expected a mapping of settings.")
+    return data
+
+
+def apply_override(data: dict, dotted: str, value: Any) -> dict:
+    """Set `a.b.c` in a nested dict copy: flags and env vars override the YAML."""
+    out = dict(data)
+    head, _, rest = dotted.partition(".")
+    if rest:
+        inner = out.get(head)
+        out[head] = apply_override(inner if isinstance(inner, dict) else {}, rest, value)
+    else:
+        out[head] = value
+    return out
+
+
+def env_overrides(environ: dict[str, str]) -> list[tuple[str, Any]]:
+    """TFC_TRAIN_EPOCHS=3, TFC_TRAIN_DATASET__IMAGE_SIZE=[32,32]: values parsed as YAML."""
+    prefix = "TFC_TRAIN_"
+    found = []
+    for key in sorted(environ):
+        if key.startswith(prefix) and environ[key] != "":
+            dotted = key[len(prefix):].lower().replace("__", ".")
+            found.append((dotted, parse_yaml(environ[key], key)))
+    return found
+
+
+def load_config(path: str | None, overrides: list[tuple[str, Any]] = ()) -> TrainConfig:
+    data = read_config_file(path) if path else {}
+    for dotted, value in overrides:
+        data = apply_override(data, dotted, value)
+    try:
+        return validate(TrainConfig, data, where=path or "config")
+    except InvalidInput as exc:
+        raise ConfigError(exc.lines) from None

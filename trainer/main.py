@@ -1,0 +1,135 @@
+"""`python -m trainer`: config → TF_CONFIG → data → strategy → search → chief-only results.
+
+Configuration and TF_CONFIG are checked before TensorFlow is imported, so bad input fails in
+a fraction of a second with one line naming the field, and exit code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from trainer.config import TrainConfig, env_overrides, load_config, parse_yaml
+from trainer.errors import ExitCode, TrainerError
+from trainer.tfconfig import ClusterInfo, is_chief, parse_tf_config
+
+SHORTCUTS = {  # flag → config field; every other field through --set key=value
+    "epochs": "epochs", "candidates": "candidates", "results_dir": "results_dir",
+    "batch_per_replica": "batch_per_replica", "learning_rate": "learning_rate",
+    "strategy": "strategy", "join_timeout_s": "join_timeout_s", "seed": "seed",
+}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m trainer", description="MultiWorkerMirroredStrategy model search.")
+    p.add_argument("--config", help="train.yaml (defaults apply to what it leaves out)")
+    for flag in SHORTCUTS:
+        p.add_argument("--" + flag.replace("_", "-"), dest=flag, metavar="VALUE",
+                       help=f"override `{flag}`" + (" (comma-separated)" if flag == "candidates" else ""))
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override any field, e.g. --set dataset.image_size=[32,32] (value parsed as YAML)")
+    p.add_argument("--debug", action="store_true", help="show a traceback on failure")
+    return p.parse_args(argv)
+
+
+def overrides_from(args: argparse.Namespace) -> list[tuple[str, object]]:
+    found = env_overrides(dict(os.environ))
+    for flag, key in SHORTCUTS.items():
+        raw = getattr(args, flag)
+        if raw is not None:
+            value = [c.strip() for c in raw.split(",") if c.strip()] if flag == "candidates" else parse_yaml(raw, "--" + flag)
+            found.append((key, value))
+    for item in args.set:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise_bad(f"--set: Received {item!r}. Expected KEY=VALUE, e.g. epochs=3.")
+        found.append((key.strip(), parse_yaml(raw, f"--set {key}")))
+    return found
+
+
+def raise_bad(message: str):
+    from trainer.errors import ConfigError
+    raise ConfigError(message)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        cfg = load_config(args.config, overrides_from(args))
+        info = parse_tf_config(os.environ.get("TF_CONFIG"))
+        return run(cfg, info)
+    except TrainerError as exc:
+        if args.debug:
+            raise
+        for line in str(exc).splitlines():
+            print(f"tfcompose trainer: {line}", file=sys.stderr)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        return int(ExitCode.INTERRUPTED)
+    except Exception as exc:
+        if args.debug or not _is_tensorflow_error(exc):
+            raise
+        # A peer died or the collective failed: say so in one line, then leave at once, since
+        # MWMS teardown can block on the dead peer (tensorflow#39922).
+        first = (getattr(exc, "message", None) or str(exc)).strip().splitlines()[0][:300]
+        print(f"tfcompose trainer: training failed ({type(exc).__name__}): {first} "
+              "A peer was lost or the collective failed; restart the whole cluster.", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(int(ExitCode.FAILED))
+
+
+def _is_tensorflow_error(exc: BaseException) -> bool:
+    tf = sys.modules.get("tensorflow")
+    return tf is not None and isinstance(exc, tf.errors.OpError)
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+def run(cfg: TrainConfig, info: ClusterInfo) -> int:
+    # Imported here: TensorFlow takes seconds to import, bad input should not wait for it.
+    from trainer import data as data_mod, models, strategy as strategy_mod
+    from trainer.search import save_best, train_candidate
+    from trainer.results import leaderboard, write_json_atomic
+    import tensorflow as tf
+
+    started = dt.datetime.now(dt.timezone.utc)
+    chief = is_chief(info)
+    for name in cfg.candidates:
+        models.resolve(name)  # unknown candidates fail before the cluster forms
+    gpus = strategy_mod.check_gpus(os.environ.get("TFC_EXPECT_GPUS"))
+    strategy = strategy_mod.build(cfg, info, gpus, log)
+    replicas = strategy.num_replicas_in_sync
+    log(f"[{info.task_name}] cluster ready: {info.num_workers or 1} worker(s), {replicas} replica(s), "
+        f"{'chief' if chief else 'worker'}; global batch {cfg.batch_per_replica * replicas}")
+    data = data_mod.load(cfg.dataset, cfg.batch_per_replica * replicas, cfg.seed)
+    models.check_min_size(cfg.candidates, data.input_shape)
+    log(f"[{info.task_name}] data: {data.train_count} training and {data.val_count} validation images, "
+        f"{data.num_classes} classes, input {data.input_shape}")
+    outcomes = [train_candidate(name, cfg, data, strategy, info.task_name, chief, log) for name in cfg.candidates]
+    best = max(outcomes, key=lambda o: o.record["val_accuracy"])
+    save_best(best.model, cfg, chief)
+    if chief:
+        doc = {
+            "schema": 1,
+            "best": {"candidate": best.record["candidate"], "val_accuracy": best.record["val_accuracy"]},
+            "candidates": [o.record for o in outcomes],
+            "workers": info.num_workers or 1,
+            "replicas": replicas,
+            "class_names": data.class_names,
+            "images": {"train": data.train_count, "val": data.val_count},
+            "started": started.isoformat(timespec="seconds"),
+            "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "tensorflow": tf.__version__,
+        }
+        write_json_atomic(Path(cfg.results_dir) / "results.json", doc)
+        # Every candidate finished, so BackupAndRestore emptied its folders: drop them.
+        shutil.rmtree(Path(cfg.results_dir) / "backup", ignore_errors=True)
+        log("\n" + leaderboard([o.record for o in outcomes]))
+        log(f"best: {best.record['candidate']} (val_accuracy {best.record['val_accuracy']:.4f}); "
+            f"results in {cfg.results_dir}")
+    return int(ExitCode.OK)

@@ -1,0 +1,101 @@
+"""Candidate architectures: the four of the original script, plus user ones by import path.
+
+A builder is called as `builder(input_shape, num_classes)` (user candidates) and returns an
+uncompiled `tf.keras` model; with TF_USE_LEGACY_KERAS=1, `tf.keras` is tf_keras.
+Every model is built inside `strategy.scope()` by the caller.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+import tensorflow as tf
+
+from trainer.errors import ConfigError
+
+layers = tf.keras.layers
+Builder = Callable[..., tf.keras.Model]
+
+
+def small_cnn(input_shape, num_classes, weights="none"):
+    return tf.keras.Sequential([
+        layers.Input(input_shape),
+        layers.Conv2D(32, 3, activation="relu"),
+        layers.MaxPooling2D(),
+        layers.Flatten(),
+        layers.Dense(64, activation="relu"),
+        layers.Dense(num_classes, activation="softmax"),
+    ], name="small_cnn")
+
+
+def deep_cnn(input_shape, num_classes, weights="none"):
+    model = tf.keras.Sequential([layers.Input(input_shape)], name="deep_cnn")
+    for filters in (128, 256, 512):
+        model.add(layers.Conv2D(filters, 3, padding="same", activation="relu"))
+        model.add(layers.MaxPooling2D())
+    model.add(layers.GlobalAveragePooling2D())
+    model.add(layers.Dense(num_classes, activation="softmax"))
+    return model
+
+
+def _application(app: Callable, name: str):
+    def build(input_shape, num_classes, weights="none"):
+        inputs = layers.Input(input_shape)
+        x = inputs
+        if weights == "imagenet":
+            if input_shape[-1] == 1:  # ImageNet weights expect three channels
+                x = layers.Concatenate()([x, x, x])
+            # Inputs are in [0, 1]; the caffe-style applications expect 0–255 minus the ImageNet mean.
+            x = layers.Rescaling(255.0)(x)
+            x = layers.Normalization(mean=[123.68, 116.779, 103.939], variance=[1.0, 1.0, 1.0])(x)
+        base = app(include_top=False, weights=None if weights == "none" else "imagenet",
+                   input_shape=tuple(x.shape[1:]))
+        base.trainable = weights == "none"  # pretrained: train the new head only
+        x = layers.GlobalAveragePooling2D()(base(x))
+        outputs = layers.Dense(num_classes, activation="softmax")(x)
+        return tf.keras.Model(inputs, outputs, name=name)
+    return build
+
+
+REGISTRY: dict[str, Builder] = {
+    "small_cnn": small_cnn,
+    "vgg16": _application(tf.keras.applications.VGG16, "vgg16"),
+    "resnet50": _application(tf.keras.applications.ResNet50, "resnet50"),
+    "deep_cnn": deep_cnn,
+}
+
+
+def resolve(name: str) -> Builder:
+    """A registry name, or `package.module:function` imported from the Python path."""
+    if name in REGISTRY:
+        return REGISTRY[name]
+    if ":" not in name:
+        raise ConfigError(f"candidates: Received {name!r}. Expected one of {', '.join(REGISTRY)} "
+                          "or an import path like 'my_models:build'.")
+    module_name, func_name = name.split(":", 1)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"candidates: cannot import {module_name!r} for {name!r} ({exc}).") from None
+    builder = getattr(module, func_name, None)
+    if not callable(builder):
+        raise ConfigError(f"candidates: {module_name!r} has no function {func_name!r}. "
+                          "Expected function(input_shape, num_classes) returning a tf.keras model.")
+    return builder
+
+
+def build(name: str, input_shape, num_classes: int, weights: str) -> tf.keras.Model:
+    builder = resolve(name)
+    model = builder(input_shape, num_classes, weights) if name in REGISTRY else builder(input_shape, num_classes)
+    if not isinstance(model, tf.keras.Model):
+        raise ConfigError(f"candidates: {name!r} returned {type(model).__name__}. Expected a tf.keras model "
+                          "(with TF_USE_LEGACY_KERAS=1, build it with tf.keras, not `import keras`).")
+    return model
+
+
+def check_min_size(names: list[str], input_shape) -> None:
+    """VGG16 and ResNet50 need images of at least 32×32: say so before any worker starts."""
+    for name in names:
+        if name in ("vgg16", "resnet50") and min(input_shape[:2]) < 32:
+            raise ConfigError(f"dataset.image_size: Received {list(input_shape[:2])}. "
+                              f"Expected at least [32, 32] for candidate {name!r}.")

@@ -1,0 +1,128 @@
+"""Turn pydantic validation errors into one line each: where, field path, received, expected.
+
+Used by the trainer's config and by the launcher's inventory, so every bad-input message in
+tfcompose reads the same: `inventory.yaml:12:5: hosts[1].tf_port: Received 70000. Expected an
+integer 1–65535.`  Fields carry their "expected" text in `json_schema_extra`.
+"""
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass
+from typing import Annotated, Any, Callable, Sequence
+
+import pydantic
+from pydantic import BaseModel, Field, Strict
+
+
+# Strict scalars: YAML's `true` must not pass as 1, nor "3" as 3.
+StrictIntT = Annotated[int, Strict()]
+StrictFloatT = Annotated[float, Strict()]
+
+
+def field(default: Any = ..., *, expected: str, **kw: Any) -> Any:
+    """A pydantic Field whose error message says `Expected <expected>.`"""
+    return Field(default, json_schema_extra={"expected": expected}, **kw)
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    received: str
+    expected: str
+    loc: tuple = ()
+
+    def line(self, where: str) -> str:
+        prefix = f"{where}: " if where else ""
+        return f"{prefix}{self.path}: {self.received}. Expected {self.expected}."
+
+
+def format_path(loc: Sequence[Any]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def describe_value(value: Any, limit: int = 60) -> str:
+    text = repr(value) if isinstance(value, str) else _yamlish(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _yamlish(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a mapping" if value else "an empty mapping"
+    return str(value)
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """Every BaseModel inside an annotation (Optional, list, Union, Annotated...)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    found: list[type[BaseModel]] = []
+    for arg in typing.get_args(annotation):
+        found.extend(_models_in(arg))
+    return found
+
+
+def _field_for(model: type[BaseModel], loc: Sequence[Any]):
+    """The FieldInfo a pydantic error location points at, skipping list indices and union tags."""
+    models, info = [model], None
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        hit = next((m.model_fields[part] for m in models if part in m.model_fields), None)
+        if hit is None:
+            continue  # a union member tag such as 'int' or 'function-after[...]'
+        info, models = hit, _models_in(hit.annotation)
+    return info
+
+
+def _expected_for(model: type[BaseModel], err: dict) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        parent = _field_for(model, err["loc"][:-1])
+        owner = _models_in(parent.annotation) if parent else [model]
+        keys = sorted({k for m in owner for k in m.model_fields})
+        return "one of the known keys: " + ", ".join(keys)
+    info = _field_for(model, err["loc"])
+    extra = getattr(info, "json_schema_extra", None)
+    if isinstance(extra, dict) and "expected" in extra and kind != "value_error":
+        return str(extra["expected"])
+    msg = err.get("msg", "a valid value")
+    return msg.removeprefix("Value error, ").rstrip(".")
+
+
+def problems(model: type[BaseModel], exc: pydantic.ValidationError) -> list[Problem]:
+    out = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        if err["type"] == "extra_forbidden":
+            received = f"Unknown key {loc[-1]!r}"
+        elif err["type"] == "missing":
+            received = "Missing"
+        else:
+            received = "Received " + describe_value(err.get("input"))
+        out.append(Problem(format_path(loc), received, _expected_for(model, err), loc))
+    return out
+
+
+def validate(model: type[BaseModel], data: Any, where: str,
+             locate: Callable[[tuple], str] | None = None) -> BaseModel:
+    """Validate `data` or raise ValueError-like `InvalidInput` carrying every problem's line."""
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        lines = [p.line(locate(p.loc) if locate else where) for p in problems(model, exc)]
+        raise InvalidInput(lines) from None
+
+
+class InvalidInput(ValueError):
+    def __init__(self, lines: list[str]):
+        self.lines = lines
+        super().__init__("\n".join(lines))
+
+
