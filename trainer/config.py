@@ -83,6 +83,12 @@ class TrainConfig(_Strict):
     # Seconds to wait for every peer to join before naming the missing ones and exiting.
     join_timeout_s: StrictFloatT = field(300.0, expected="a number of seconds > 0 and ≤ 86400", gt=0, le=86400)
 
+    @field_validator("candidates", mode="before")
+    @classmethod
+    def _comma_separated(cls, names):
+        # CANDIDATES=small_cnn,deep_cnn from the environment arrives as one string
+        return [n.strip() for n in names.split(",") if n.strip()] if isinstance(names, str) else names
+
     @field_validator("candidates")
     @classmethod
     def _each_once(cls, names):

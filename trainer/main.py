@@ -132,4 +132,5 @@ def run(cfg: TrainConfig, info: ClusterInfo) -> int:
         log("\n" + leaderboard([o.record for o in outcomes]))
         log(f"best: {best.record['candidate']} (val_accuracy {best.record['val_accuracy']:.4f}); "
             f"results in {cfg.results_dir}")
+    strategy_mod.barrier(strategy)
     return int(ExitCode.OK)

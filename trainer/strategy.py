@@ -62,3 +62,13 @@ def build(cfg: TrainConfig, info: ClusterInfo, gpus: list, log=print) -> tf.dist
         f"(waiting up to {cfg.join_timeout_s:g} s for every peer)")
     with JoinWatchdog(info.task_name, info.peers(), cfg.join_timeout_s):
         return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver, communication_options=options)
+
+
+def barrier(strategy: tf.distribute.Strategy) -> None:
+    """Block until every worker arrives: the others wait while the chief writes its results,
+    so that no container exits (and makes compose stop the rest) before the results exist."""
+    @tf.function
+    def all_reduce_one():
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
+
+    all_reduce_one()

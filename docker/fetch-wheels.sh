@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Download, on this machine, the wheels the trainer needs on top of BASE_IMAGE into docker/wheels/,
+# so that `docker build` needs no network inside the build.
+#   usage: docker/fetch-wheels.sh BASE_IMAGE
+# When the base image is not present locally, leaves docker/wheels/ empty: the build then
+# installs from PyPI (the usual case on a machine that can pull the base).
+set -euo pipefail
+base=${1:?usage: fetch-wheels.sh BASE_IMAGE}
+out="$(cd "$(dirname "$0")" && pwd)/wheels"
+rm -rf "$out"; mkdir -p "$out"
+touch "$out/.keep"
+
+if ! docker image inspect "$base" >/dev/null 2>&1; then
+  echo "fetch-wheels: $base is not present locally; the build will install from PyPI" >&2
+  exit 0
+fi
+read -r pyver arch tfminor < <(docker run --rm --entrypoint python3 "$base" -c '
+import importlib.metadata as m, platform, sys
+for d in ("tensorflow", "tensorflow-cpu", "tf-nightly"):
+    try: v = m.version(d); break
+    except m.PackageNotFoundError: pass
+print(f"{sys.version_info[0]}{sys.version_info[1]}", platform.machine(), ".".join(v.split(".")[:2]))')
+echo "fetch-wheels: $base has Python ${pyver:0:1}.${pyver:1}, $arch, TensorFlow $tfminor" >&2
+platforms=(--platform "manylinux2014_$arch" --platform "manylinux_2_17_$arch"
+           --platform "manylinux_2_27_$arch" --platform "manylinux_2_28_$arch")
+download() {
+  python3 -m pip download -q -d "$out" --only-binary=:all: --python-version "$pyver" --implementation cp \
+    "${platforms[@]}" "$@" 2>&1 | grep -v "is ignored" >&2 || true
+}
+download "pyyaml>=6" "pydantic>=2.6" "tensorboard~=$tfminor.0"
+download --no-deps "tf_keras~=$tfminor.0"   # its one dependency, TensorFlow, is the base itself
+ls "$out"/*.whl >/dev/null 2>&1 || { echo "fetch-wheels: no wheel downloaded" >&2; exit 1; }
+echo "fetch-wheels: $(ls "$out"/*.whl | wc -l) wheels in $out" >&2
