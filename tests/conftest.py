@@ -83,4 +83,40 @@ def image_folder(tmp_path_factory) -> Path:
     # In a child process: the test process itself never imports TensorFlow.
     subprocess.run([sys.executable, "-m", "trainer.synth", str(out), "--classes", "4", "--per-class", "48",
                     "--size", "32"], check=True, cwd=REPO, capture_output=True)
+    for path in [out, *out.rglob("*")]:  # readable by the non-root user a container runs as
+        path.chmod(0o755 if path.is_dir() else 0o644)
     return out
+
+
+# --- Docker -----------------------------------------------------------------------------------
+BASE_IMAGE = os.environ.get("TFC_TEST_BASE_IMAGE", "tf-offline-base:cpu")
+TEST_IMAGE = "tfcompose-trainer:test"
+
+
+def docker_ok() -> bool:
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.fixture(scope="session")
+def trainer_image() -> str:
+    """The trainer image, built the way users build it (`make image`) from the offline base."""
+    require(docker_ok(), "no Docker engine answers `docker info`")
+    base = subprocess.run(["docker", "image", "inspect", BASE_IMAGE], capture_output=True)
+    require(base.returncode == 0, f"base image {BASE_IMAGE} is missing (bash ../shared/ci/build-offline-base.sh)")
+    build = subprocess.run(["make", "image", f"BASE_IMAGE={BASE_IMAGE}", f"IMAGE={TEST_IMAGE}"], cwd=REPO,
+                           capture_output=True, text=True, timeout=900)
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    return TEST_IMAGE
+
+
+def compose_leftovers(project: str) -> list[str]:
+    """Containers and networks Docker still holds for a compose project."""
+    found = []
+    for kind in ("ps -a", "network ls"):
+        out = subprocess.run(["docker", *kind.split(), "-q", "--filter", f"label=com.docker.compose.project={project}"],
+                             capture_output=True, text=True).stdout.split()
+        found += [f"{kind.split()[0]}:{x}" for x in out]
+    return found

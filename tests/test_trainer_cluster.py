@@ -96,3 +96,13 @@ def test_unknown_candidate_fails_before_the_cluster_forms(trainers, tmp_path):
                           tf_config(addresses, 0), name="bad")
     assert proc.wait(timeout=90) == 2
     assert "user_models' has no function 'not_there'" in proc.log_path.read_text()
+
+
+
+def test_promised_gpus_that_tensorflow_cannot_see_fail_clearly(trainers, tmp_path):
+    # This machine has no GPU: a container given one (gpus ≠ 0) must say so, not train on the CPU.
+    proc = trainers.start(["--results-dir", str(tmp_path)], name="gpu", extra_env={"TFC_EXPECT_GPUS": "1"})
+    assert proc.wait(timeout=90) == 1
+    log = proc.log_path.read_text()
+    assert "tfcompose trainer: TensorFlow sees 0 GPU(s) but this container was given 1." in log
+    assert "cuDNN" in log and "Traceback" not in log

@@ -6,6 +6,7 @@ and TensorFlow would otherwise fall back to DATA with a warning on every worker.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +58,14 @@ def _synthetic(cfg: DatasetConfig, channels: int, global_batch: int, seed: int) 
 
 def list_class_folder(root: Path, where: str) -> tuple[list[str], list[str], list[int]]:
     """Class names (sorted sub-folders), image paths and their labels."""
+    try:
+        return _list_class_folder(root, where)
+    except PermissionError as exc:
+        raise DataError(f"{where}: cannot read {exc.filename} (permission denied for uid {os.getuid()}). "
+                        "Expected a folder readable by the user the trainer runs as.") from None
+
+
+def _list_class_folder(root: Path, where: str) -> tuple[list[str], list[str], list[int]]:
     if not root.is_dir():
         raise DataError(f"{where}: Received {str(root)!r}. Expected a folder with one sub-folder per class.")
     names = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))

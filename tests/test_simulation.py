@@ -1,0 +1,118 @@
+"""The local two-container simulation, through a real Docker engine and compose v2."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, compose_leftovers, trainer_image  # noqa: F401  (fixture)
+from launcher.render import render_simulation
+
+OWNER = (4321, 4321)  # a non-root user owns runs/: results must come back owned by them
+
+
+def test_committed_compose_yaml_is_the_rendering_of_the_shared_template():
+    assert (REPO / "compose.yaml").read_text() == render_simulation(), "run `make compose.yaml`"
+
+
+@pytest.fixture
+def sim(tmp_path, trainer_image):  # noqa: F811
+    """A copy of the simulation's files in a temp folder, under its own compose project name."""
+    (tmp_path / "compose").mkdir()
+    shutil.copy(REPO / "compose.yaml", tmp_path / "compose.yaml")
+    shutil.copy(REPO / "compose" / "simulation-train.yaml", tmp_path / "compose" / "simulation-train.yaml")
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    os.chown(runs, *OWNER)
+    project = f"tfc-test-{uuid.uuid4().hex[:8]}"
+
+    def compose(*args, env=None, **kw):
+        full_env = {**os.environ, "TFC_IMAGE": trainer_image, "EPOCHS": "2", "IMAGE_SIZE": "[32, 32]",
+                    "CANDIDATES": "small_cnn,deep_cnn", **(env or {})}
+        return subprocess.Popen(["docker", "compose", "-p", project, *args], cwd=tmp_path, env=full_env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+
+    compose.project, compose.dir = project, tmp_path
+    yield compose
+    subprocess.run(["docker", "compose", "-p", project, "down", "-v", "--remove-orphans", "-t", "1"], cwd=tmp_path,
+                   capture_output=True)
+
+
+def container_log(project: str, service: str) -> str:
+    return subprocess.run(["docker", "logs", f"{project}-{service}-1"], capture_output=True, text=True).stdout
+
+
+def up_and_wait(sim, env=None, timeout=420) -> tuple[int, str]:
+    proc = sim("up", "--no-build", "--exit-code-from", "chief", env=env)
+    out, _ = proc.communicate(timeout=timeout)
+    return proc.returncode, out
+
+
+def assert_two_replica_run(sim, code, out, candidates):
+    chief, worker = container_log(sim.project, "chief"), container_log(sim.project, "worker")
+    assert code == 0, out[-4000:]
+    assert "[worker:0] cluster ready: 2 worker(s), 2 replica(s), chief" in chief
+    assert "[worker:1] cluster ready: 2 worker(s), 2 replica(s), worker" in worker
+    results = sim.dir / "runs" / "local"
+    doc = json.loads((results / "results.json").read_text())
+    assert [c["candidate"] for c in doc["candidates"]] == candidates
+    assert doc["workers"] == 2 and doc["replicas"] == 2
+    assert "best: " in chief and "best: " not in worker and "results in" not in worker  # only the chief wrote
+    for path in [results, *results.rglob("*")]:
+        assert (path.stat().st_uid, path.stat().st_gid) == OWNER, path  # the user can delete them
+    return doc
+
+
+def test_docker_compose_up_trains_two_containers_on_generated_data(sim):
+    code, out = up_and_wait(sim)
+    doc = assert_two_replica_run(sim, code, out, ["small_cnn", "deep_cnn"])
+    assert doc["images"] == {"train": 256, "val": 64}  # the default synthetic set
+    for record in doc["candidates"]:
+        assert (sim.dir / "runs" / "local" / record["history"]).is_file()
+    assert (sim.dir / "runs" / "local" / "best_model.keras").is_file()
+    down = subprocess.run(["docker", "compose", "-p", sim.project, "down", "-t", "1"], cwd=sim.dir,
+                          capture_output=True, text=True)
+    assert down.returncode == 0, down.stderr
+    assert compose_leftovers(sim.project) == []
+
+
+def test_data_dir_mounts_a_real_image_folder_read_only(sim, image_folder):
+    code, out = up_and_wait(sim, env={"DATA_DIR": str(image_folder), "CANDIDATES": "small_cnn"})
+    doc = assert_two_replica_run(sim, code, out, ["small_cnn"])
+    assert doc["images"] == {"train": 192, "val": 48}  # the folder's 4 × 48 and 4 × 12 images
+    assert doc["best"]["val_accuracy"] >= 0.6
+    mounts = subprocess.run(["docker", "inspect", "-f", "{{json .Mounts}}", f"{sim.project}-chief-1"],
+                            capture_output=True, text=True).stdout
+    data = next(m for m in json.loads(mounts) if m["Destination"] == "/data")
+    assert data["Source"] == str(image_folder) and data["RW"] is False
+
+
+def test_killing_the_worker_mid_run_makes_up_exit_non_zero(sim):
+    proc = sim("up", "--no-build", "--exit-code-from", "chief",
+               env={"EPOCHS": "400", "CANDIDATES": "small_cnn", "BATCH_PER_REPLICA": "8"})
+    deadline = time.monotonic() + 240
+    while "small_cnn epoch 2/" not in container_log(sim.project, "worker"):
+        assert proc.poll() is None and time.monotonic() < deadline, "training never started"
+        time.sleep(1)
+    subprocess.run(["docker", "kill", f"{sim.project}-worker-1"], check=True, capture_output=True)
+    out, _ = proc.communicate(timeout=120)  # a hang would end here in TimeoutExpired
+    assert proc.returncode != 0, out[-3000:]
+    assert not (sim.dir / "runs" / "local" / "results.json").exists()
+
+
+def test_unreadable_data_dir_is_one_line_and_exit_2(sim, image_folder, tmp_path):
+    private = tmp_path / "private-data"
+    shutil.copytree(image_folder, private)
+    (private / "train").chmod(0o700)  # root's, unreadable for the owner of runs/ the trainer runs as
+    code, out = up_and_wait(sim, env={"DATA_DIR": str(private), "CANDIDATES": "small_cnn"})
+    chief = container_log(sim.project, "chief") + subprocess.run(
+        ["docker", "logs", f"{sim.project}-chief-1"], capture_output=True, text=True).stderr
+    assert code == 2, out[-3000:]
+    assert "tfcompose trainer: dataset.train_dir: cannot read /data/train (permission denied for uid 4321)" in chief
+    assert "Traceback" not in chief
