@@ -5,12 +5,14 @@ and every cluster host's compose.yaml are renderings of it. Output is byte-stabl
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 import jinja2
+import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATES = REPO / "compose" / "templates"
@@ -40,6 +42,7 @@ class ServiceSpec:
     cpus: Optional[str] = None
     gpus: Optional[GpuRequest] = None
     shm_size: Optional[str] = None
+    ipc: Optional[str] = None
     nccl_ulimits: bool = False
     stop_grace_period: str = STOP_GRACE
     restart: str = "no"
@@ -94,6 +97,89 @@ def simulation_services() -> list[ServiceSpec]:
 def render_simulation() -> str:
     return environment().get_template("simulation.yaml.j2").render(project="tfcompose-sim",
                                                                   services=simulation_services())
+
+
+# --- a cluster host ---------------------------------------------------------------------------
+
+BUNDLE_FILES = ("compose.yaml", "tf_config.json", "train.yaml", ".env")
+
+
+def run_id(cluster) -> str:
+    """A content hash of the inventory: the same inventory is the same run (idempotent `up`)."""
+    doc = {"spec": cluster.spec.model_dump(mode="json"), "hosts": [vars(h) | {"identity_file": None} for h in cluster.hosts]}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def train_config(cluster):
+    """The trainer's config on every host: the inventory's, with the backup in its own mount."""
+    cfg = cluster.spec.train
+    return cfg if cfg.backup_dir else cfg.model_copy(update={"backup_dir": "/backup"})
+
+
+def gpu_request(gpus) -> Optional[GpuRequest]:
+    if gpus == 0:
+        return None
+    if isinstance(gpus, list):
+        return GpuRequest(device_ids=tuple(str(g) for g in gpus))
+    return GpuRequest(count=gpus)
+
+
+def expect_gpus(gpus) -> str:
+    return ",".join(map(str, gpus)) if isinstance(gpus, list) else str(gpus)
+
+
+def host_service(cluster, host, run: str) -> ServiceSpec:
+    cfg = train_config(cluster)
+    env = {"TF_CONFIG": tf_config([h.tf_address for h in cluster.hosts], host.index),
+           "TFC_CLUSTER": cluster.name, "TFC_HOST": host.name, "TFC_RUN_ID": run,
+           "TFC_EXPECT_GPUS": expect_gpus(host.gpus), "TFC_RESULTS_DIR": cfg.results_dir,
+           "TFC_OWNER_OF": "/config/train.yaml"}
+    if host.nic:
+        env["NCCL_SOCKET_IFNAME"] = host.nic
+    volumes = ["./train.yaml:/config/train.yaml:ro"]
+    if host.data_dir:
+        volumes.append(f"{host.data_dir}:/data:ro")
+    volumes += [f"./results:{cfg.results_dir}", f"./backup:{cfg.backup_dir}"]
+    retries = cluster.spec.defaults.restart_retries
+    return ServiceSpec(
+        name=host.name, image=cluster.spec.image,
+        command=["python3", "-m", "trainer", "--config", "/config/train.yaml"],
+        environment=env, volumes=volumes,
+        labels={"tfcompose.cluster": cluster.name, "tfcompose.host": host.name, "tfcompose.run": run},
+        network_mode="host", gpus=gpu_request(host.gpus),
+        shm_size=None if host.shm_size == "host" else host.shm_size, ipc="host" if host.shm_size == "host" else None,
+        nccl_ulimits=host.gpus != 0, restart=f"on-failure:{retries}" if retries else "no")
+
+
+def render_host(cluster, host, run: str | None = None) -> dict[str, str]:
+    """The files of one host's bundle, name → text."""
+    run = run or run_id(cluster)
+    spec = host_service(cluster, host, run)
+    compose = environment().get_template("host.yaml.j2").render(
+        cluster=cluster.name, host=host, workers=len(cluster.hosts), service=spec)
+    tf_conf = json.dumps(json.loads(spec.environment["TF_CONFIG"]), indent=2) + "\n"
+    train = ("# The trainer's configuration on this host (from the inventory's `train:` section).\n"
+             + yaml.safe_dump(train_config(cluster).model_dump(mode="json"), sort_keys=False))
+    dotenv = (f"# Lets `docker compose ps|logs` work in this folder. No secrets here.\n"
+              f"COMPOSE_PROJECT_NAME={cluster.name}\n")
+    return {"compose.yaml": compose, "tf_config.json": tf_conf, "train.yaml": train, ".env": dotenv}
+
+
+def render_cluster(cluster) -> dict[str, dict[str, str]]:
+    run = run_id(cluster)
+    return {host.name: render_host(cluster, host, run) for host in cluster.hosts}
+
+
+def write_bundles(cluster, out_dir: Path) -> list[Path]:
+    """Write build/<cluster>/<host>/{compose.yaml, tf_config.json, train.yaml, .env}."""
+    written = []
+    for host, files in render_cluster(cluster).items():
+        folder = Path(out_dir) / cluster.name / host
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (folder / name).write_text(text)
+            written.append(folder / name)
+    return written
 
 
 def main() -> None:

@@ -42,14 +42,14 @@ def test_environment_overrides_parse_yaml_values():
     ("join_timeout_s: -1", "join_timeout_s: Received -1. Expected a number of seconds > 0"),
     ("candidates: []", "candidates: Received []. Expected a non-empty list"),
     ("candidates: ['rm -rf /']", "candidates[0]: Received 'rm -rf /'. Expected a non-empty list of candidate names"),
-    ("candidates: [a, a]", "candidates: Received ['a', 'a']. Expected each candidate named once."),
+    ("candidates: [a, a]", "candidates: Received ['a', 'a']. Expected a non-empty list of candidate names like 'small_cnn' or 'package.module:function', each once."),
     ("dataset: {image_size: [4, 56]}", "dataset.image_size: Received [4, 56]"),
     ("dataset: {image_size: 56}", "dataset.image_size: Received 56. Expected [height, width]"),
     ("dataset: {validation_split: 1.5}", "dataset.validation_split: Received 1.5. Expected a number between 0 and 1"),
     ("dataset: {color_mode: cmyk}", "dataset.color_mode: Received 'cmyk'. Expected 'grayscale' or 'rgb'."),
     ("dataset: {kind: image_folder}", "dataset: Received a mapping. Expected a `train_dir` when kind is 'image_folder'."),
     ("dataset: {kind: folder}", "dataset.kind: Received 'folder'. Expected 'image_folder' or 'synthetic'."),
-    ("epoch: 3", "epoch: Unknown key 'epoch'. Expected one of the known keys: batch_per_replica, candidates,"),
+    ("epoch: 3", "epoch: Unknown key 'epoch'. Expected one of the known keys: backup_dir, batch_per_replica, candidates,"),
     ("dataset: {trian_dir: /x}", "dataset.trian_dir: Unknown key 'trian_dir'. Expected one of the known keys: classes,"),
 ])
 def test_each_bad_value_names_file_field_received_and_expected(tmp_path, text, expected):

@@ -75,6 +75,8 @@ class TrainConfig(_Strict):
     seed: StrictIntT = field(42, expected="an integer 0–2147483647", ge=0, le=2**31 - 1)
     # Where results.json, history/, best_model.keras, tensorboard/ and backup/ go.
     results_dir: str = field("/results", expected="a folder path", min_length=1)
+    # BackupAndRestore folder (default <results_dir>/backup); resuming needs the chief's copy.
+    backup_dir: Optional[str] = field(None, expected="a folder path", min_length=1)
     # auto: multi_worker when TF_CONFIG names >1 task, mirrored for several local GPUs, else one_device.
     strategy: Literal["auto", "multi_worker", "mirrored", "one_device"] = field(
         "auto", expected="'auto', 'multi_worker', 'mirrored' or 'one_device'")

@@ -129,6 +129,9 @@ def run(cfg: TrainConfig, info: ClusterInfo) -> int:
         write_json_atomic(Path(cfg.results_dir) / "results.json", doc)
         # Every candidate finished, so BackupAndRestore emptied its folders: drop them.
         shutil.rmtree(Path(cfg.results_dir) / "backup", ignore_errors=True)
+        if cfg.backup_dir:  # a mounted folder: empty it, keep the mount point
+            for leftover in Path(cfg.backup_dir).iterdir():
+                shutil.rmtree(leftover, ignore_errors=True)
         log("\n" + leaderboard([o.record for o in outcomes]))
         log(f"best: {best.record['candidate']} (val_accuracy {best.record['val_accuracy']:.4f}); "
             f"results in {cfg.results_dir}")

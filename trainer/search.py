@@ -40,6 +40,10 @@ class EpochProgress(tf.keras.callbacks.Callback):
                  f"{self.images / max(seconds, 1e-9):.0f} img/s")
 
 
+def backup_root(cfg: TrainConfig) -> Path:
+    return Path(cfg.backup_dir) if cfg.backup_dir else Path(cfg.results_dir) / "backup"
+
+
 def tensorboard_callback(log_dir: Path) -> list:
     """TensorBoard logs when the tensorboard package is installed (TF 2.21 no longer requires it)."""
     if importlib.util.find_spec("tensorboard") is None:
@@ -73,7 +77,7 @@ def train_candidate(name: str, cfg: TrainConfig, data: Data, strategy, task: str
     with write_dir(results, chief) as out:
         callbacks = [
             # tf_keras handles the chief/worker split itself: the chief writes backup/<c>/chief.
-            tf.keras.callbacks.BackupAndRestore(str(results / "backup" / safe_name(name))),
+            tf.keras.callbacks.BackupAndRestore(str(backup_root(cfg) / safe_name(name))),
             progress,
         ] + tensorboard_callback(out / "tensorboard" / safe_name(name))
         started = time.monotonic()

@@ -68,17 +68,27 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
     return found
 
 
-def _field_for(model: type[BaseModel], loc: Sequence[Any]):
-    """The FieldInfo a pydantic error location points at, skipping list indices and union tags."""
-    models, info = [model], None
+def _walk(model: type[BaseModel], loc: Sequence[Any]):
+    """(FieldInfo, clean loc) for a pydantic error location.
+
+    List indices are kept; union member tags ('int', "literal['all']", ...) end the walk, so
+    that every branch of a union reports as the one field it belongs to.
+    """
+    models, info, clean = [model], None, []
     for part in loc:
         if isinstance(part, int):
+            clean.append(part)
             continue
         hit = next((m.model_fields[part] for m in models if part in m.model_fields), None)
         if hit is None:
-            continue  # a union member tag such as 'int' or 'function-after[...]'
+            break
         info, models = hit, _models_in(hit.annotation)
-    return info
+        clean.append(part)
+    return info, tuple(clean)
+
+
+def _field_for(model: type[BaseModel], loc: Sequence[Any]):
+    return _walk(model, loc)[0]
 
 
 def _expected_for(model: type[BaseModel], err: dict) -> str:
@@ -90,24 +100,38 @@ def _expected_for(model: type[BaseModel], err: dict) -> str:
         return "one of the known keys: " + ", ".join(keys)
     info = _field_for(model, err["loc"])
     extra = getattr(info, "json_schema_extra", None)
-    if isinstance(extra, dict) and "expected" in extra and kind != "value_error":
+    # A model-level validator (on a nested model) explains itself; on a plain field, the field's
+    # own text says what is expected.
+    model_level = kind == "value_error" and bool(info is not None and _models_in(info.annotation))
+    if isinstance(extra, dict) and "expected" in extra and not model_level:
         return str(extra["expected"])
     msg = err.get("msg", "a valid value")
     return msg.removeprefix("Value error, ").rstrip(".")
 
 
-def problems(model: type[BaseModel], exc: pydantic.ValidationError) -> list[Problem]:
-    out = []
+def problems(model: type[BaseModel], exc: pydantic.ValidationError, data: Any = None) -> list[Problem]:
+    """One Problem per field, in the order pydantic found them; `data` is what was validated."""
+    out: dict[tuple, Problem] = {}
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
         if err["type"] == "extra_forbidden":
-            received = f"Unknown key {loc[-1]!r}"
-        elif err["type"] == "missing":
-            received = "Missing"
+            received, clean = f"Unknown key {loc[-1]!r}", loc
         else:
-            received = "Received " + describe_value(err.get("input"))
-        out.append(Problem(format_path(loc), received, _expected_for(model, err), loc))
-    return out
+            clean = _walk(model, loc)[1] or loc
+            received = "Missing" if err["type"] == "missing" else "Received " + describe_value(
+                err.get("input") if loc == clean else value_at(data, clean, err.get("input")))
+        out.setdefault(clean, Problem(format_path(clean), received, _expected_for(model, err), clean))
+    return list(out.values())
+
+
+def value_at(data: Any, loc: tuple, default: Any) -> Any:
+    """The value the user wrote at `loc` (a union branch reports only the part it looked at)."""
+    for part in loc:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return default
+    return data
 
 
 def validate(model: type[BaseModel], data: Any, where: str,
@@ -116,7 +140,7 @@ def validate(model: type[BaseModel], data: Any, where: str,
     try:
         return model.model_validate(data)
     except pydantic.ValidationError as exc:
-        lines = [p.line(locate(p.loc) if locate else where) for p in problems(model, exc)]
+        lines = [p.line(locate(p.loc) if locate else where) for p in problems(model, exc, data)]
         raise InvalidInput(lines) from None
 
 

@@ -1,0 +1,82 @@
+"""One flat exception family; the CLI turns each into an exit code in one place.
+
+Every error that involves a host carries the host, the command, its exit status and the tail of
+its stderr in the message (after invoke's UnexpectedExit and pyinfra's exceptions).
+"""
+from __future__ import annotations
+
+from trainer.errors import ExitCode
+
+__all__ = ["ExitCode", "TfcError", "InventoryError", "RemoteError", "HostKeyError", "ConnectError",
+           "GroupError", "PreflightError", "ClusterFailed"]
+
+STDERR_TAIL_LINES = 8
+
+
+class TfcError(Exception):
+    """Base of every error tfcompose reports to the user without a traceback."""
+
+    exit_code = ExitCode.FAILED
+
+
+class InventoryError(TfcError):
+    """The inventory is wrong: one line per problem, each naming file:line:col and field."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+    def __init__(self, lines: list[str] | str):
+        self.lines = [lines] if isinstance(lines, str) else list(lines)
+        super().__init__("\n".join(self.lines))
+
+
+def tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+class RemoteError(TfcError):
+    """A command on a host failed (or could not be run)."""
+
+    def __init__(self, host: str, command: str | None = None, status: int | None = None,
+                 stderr: str = "", reason: str | None = None):
+        self.host, self.command, self.status, self.stderr = host, command, status, stderr
+        self.reason = reason or (f"exited with status {status}" if status is not None else "failed")
+        message = f"{host}: {self.reason}"
+        if command:
+            message += f"\n  command: {command}"
+        if stderr.strip():
+            message += "\n  stderr: " + tail(stderr).replace("\n", "\n          ")
+        super().__init__(message)
+
+
+class ConnectError(RemoteError):
+    """SSH could not connect or authenticate."""
+
+
+class HostKeyError(RemoteError):
+    """The host's key is unknown or changed: refused, with what to run instead."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+class GroupError(TfcError):
+    """A step failed on one or more hosts: carries every host's outcome (fabric's GroupException)."""
+
+    def __init__(self, step: str, results: dict):
+        self.step, self.results = step, results
+        self.failures = {h: r for h, r in results.items() if isinstance(r, BaseException)}
+        lines = [f"{step} failed on {len(self.failures)} of {len(results)} host(s):"]
+        lines += ["  " + str(err).replace("\n", "\n  ") for err in self.failures.values()]
+        super().__init__("\n".join(lines))
+
+    @property
+    def exit_code(self):  # bad input anywhere (a refused host key) is the user's to fix
+        codes = {getattr(e, "exit_code", ExitCode.FAILED) for e in self.failures.values()}
+        return ExitCode.BAD_INPUT if codes == {ExitCode.BAD_INPUT} else ExitCode.FAILED
+
+
+class PreflightError(GroupError):
+    """One or more hosts are not ready: nothing was started anywhere."""
+
+
+class ClusterFailed(TfcError):
+    """The training job failed: names the host and the tail of its log."""
