@@ -1,15 +1,19 @@
 """`tfcompose`: parse, dispatch, print. Exceptions become exit codes here and only here."""
 from __future__ import annotations
 
+import json
 import sys
+import threading
+from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.live import Live
 from rich.table import Table
 
-from launcher import inventory, render
+from launcher import cluster as cluster_mod, inventory, render
 from launcher.errors import ExitCode, InventoryError, TfcError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -50,6 +54,139 @@ def render_cmd(inventory_path: Path = InventoryOpt,
         out.print(str(path), markup=False)
 
 
+class RichReporter:
+    """Each host's stage: a live table on a terminal, one line per change otherwise."""
+
+    def __init__(self, hosts: list[str]):
+        self.stages = {h: ("waiting", "") for h in hosts}
+        self.live = Live(self._table(), console=out, refresh_per_second=4, transient=False) if out.is_terminal else None
+        self._lock = threading.Lock()
+
+    def _table(self) -> Table:
+        table = Table(show_header=True, header_style="bold")
+        table.add_column("host")
+        table.add_column("stage")
+        table.add_column("detail")
+        for host, (stage, detail) in self.stages.items():
+            table.add_row(host, stage, detail)
+        return table
+
+    def stage(self, host: str, stage: str, detail: str = "") -> None:
+        with self._lock:
+            if self.stages.get(host) == (stage, detail):
+                return
+            self.stages[host] = (stage, detail)
+            if self.live:
+                self.live.update(self._table())
+            else:
+                out.print(f"{host}: {stage}" + (f" ({detail})" if detail else ""), markup=False)
+
+    def warn(self, host: str | None, message: str) -> None:
+        err.print(f"warning: {host + ': ' if host else ''}{message}", markup=False, soft_wrap=True)
+
+    def __enter__(self):
+        if self.live:
+            self.live.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.live:
+            self.live.stop()
+
+
+def _load(path: Path):
+    return inventory.load(path)
+
+
+ParallelOpt = typer.Option(None, "--parallel", min=1, help="hosts worked on at once (default: all)")
+
+
+@app.command("preflight")
+def preflight_cmd(inventory_path: Path = InventoryOpt, parallel: Optional[int] = ParallelOpt) -> None:
+    """Check every host at once: SSH, Docker, compose v2, GPUs, tf_port, workdir, disk, data_dir, clock."""
+    cluster = _load(inventory_path)
+    with RichReporter([h.name for h in cluster.hosts]) as rep, cluster_mod.Session(cluster, rep, parallel) as s:
+        ready = cluster_mod.preflight(s)
+    for host, result in ready.items():
+        out.print(f"{host}: ready (docker compose {result.facts.get('compose')}, "
+                  f"{int(result.facts.get('free_kb', '0') or 0) // 1048576} GB free)", markup=False)
+
+
+@app.command("up")
+def up_cmd(inventory_path: Path = InventoryOpt, wait: bool = typer.Option(False, "--wait", help="wait for the chief, then collect"),
+           parallel: Optional[int] = ParallelOpt,
+           runs: Path = typer.Option(Path("runs"), "--runs", help="where --wait collects results")) -> None:
+    """Preflight, push, ship the image and start on every host; all or nothing. Idempotent."""
+    cluster = _load(inventory_path)
+    with RichReporter([h.name for h in cluster.hosts]) as rep:
+        report = cluster_mod.up(cluster, rep, parallel, wait=wait, runs_dir=runs)
+    table = Table(title=f"cluster {cluster.name}, run {report.run_id}")
+    for column in ("host", "bundle sent", "image", "container"):
+        table.add_column(column)
+    for h in cluster.hosts:
+        img = report.images[h.name]
+        table.add_row(h.name, f"{report.bytes_pushed[h.name]:,} B", f"{img['action']} ({img['bytes_sent']:,} B)",
+                      str(report.started[h.name]))
+    out.print(table)
+    if report.outcome:
+        out.print(f"{report.outcome.message}; results in {runs / cluster.name / 'latest'}", markup=False)
+    else:
+        out.print("started; follow with `tfcompose logs`, check with `tfcompose status`", markup=False)
+
+
+@app.command("status")
+def status_cmd(inventory_path: Path = InventoryOpt, as_json: bool = typer.Option(False, "--json", help="JSON for scripts"),
+               parallel: Optional[int] = ParallelOpt) -> None:
+    """Each host's container: state, exit code, uptime, restarts, last progress line."""
+    cluster = _load(inventory_path)
+    states = cluster_mod.status(cluster, parallel=parallel)
+    if as_json:
+        out.print_json(json.dumps([asdict(st) for st in states]))
+        return
+    table = Table(title=f"cluster {cluster.name}")
+    for column in ("host", "state", "exit", "uptime", "restarts", "last progress"):
+        table.add_column(column, overflow="fold")
+    for st in states:
+        table.add_row(st.host, st.state, "" if st.exit_code is None else str(st.exit_code),
+                      "" if st.uptime_s is None else f"{st.uptime_s:.0f} s", str(st.restarts), st.last_line or st.error)
+    out.print(table)
+
+
+@app.command("logs")
+def logs_cmd(inventory_path: Path = InventoryOpt, host: Optional[str] = typer.Option(None, "--host", help="a host other than the chief"),
+             follow: bool = typer.Option(True, "--follow/--no-follow", help="follow until the container ends")) -> None:
+    """The chief's container output (or --host's), followed until Ctrl-C or the container ends."""
+    cluster = _load(inventory_path)
+
+    def write(chunk: bytes) -> None:
+        sys.stdout.buffer.write(chunk)
+        sys.stdout.buffer.flush()
+
+    cluster_mod.logs(cluster, host, follow, write)
+
+
+@app.command("collect")
+def collect_cmd(inventory_path: Path = InventoryOpt,
+                runs: Path = typer.Option(Path("runs"), "--runs", help="where results go")) -> None:
+    """The chief's results and every host's log into runs/<cluster>/<run>/ (and runs/<cluster>/latest)."""
+    cluster = _load(inventory_path)
+    with RichReporter([h.name for h in cluster.hosts]) as rep:
+        run_dir = cluster_mod.collect(cluster, runs, rep)
+    out.print(f"collected into {run_dir}", markup=False)
+
+
+@app.command("down")
+def down_cmd(inventory_path: Path = InventoryOpt, purge: bool = typer.Option(False, "--purge", help="also remove the pushed files and results on the hosts"),
+             parallel: Optional[int] = ParallelOpt) -> None:
+    """Stop and remove the cluster's containers everywhere; unreachable hosts get a warning."""
+    cluster = _load(inventory_path)
+    for host, result in cluster_mod.down(cluster, purge, parallel=parallel).items():
+        if isinstance(result, BaseException):
+            err.print(f"warning: {host}: not reached, nothing removed there: {str(result).splitlines()[0]}", markup=False, soft_wrap=True)
+        else:
+            out.print(f"{host}: {result}", markup=False)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
@@ -69,7 +206,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         err.print(f"tfcompose: {exc}", markup=False, soft_wrap=True)
         return int(exc.exit_code)
     except (KeyboardInterrupt, typer.Abort):
-        err.print("tfcompose: interrupted", markup=False)
+        err.print("tfcompose: interrupted (containers already started keep running: `tfcompose down` stops them)",
+                  markup=False)
         return int(ExitCode.INTERRUPTED)
     except typer.Exit as exc:
         return int(exc.exit_code)

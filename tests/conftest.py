@@ -120,3 +120,15 @@ def compose_leftovers(project: str) -> list[str]:
                              capture_output=True, text=True).stdout.split()
         found += [f"{kind.split()[0]}:{x}" for x in out]
     return found
+
+
+# --- sshd ---------------------------------------------------------------------------------------
+@pytest.fixture
+def sshd_farm(tmp_path):
+    """Start sshd "hosts" with farm.start(name, port, tf_port); all are killed afterwards."""
+    from sshd import SSHD, SshdFarm
+    require(Path(SSHD).exists(), "OpenSSH's sshd is not installed (apt-get install openssh-server)")
+    (tmp_path / "ssh").mkdir()
+    farm = SshdFarm(tmp_path / "ssh")
+    yield farm
+    farm.stop()

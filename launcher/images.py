@@ -1,0 +1,136 @@
+"""Getting the trainer image onto every host, without a registry when need be.
+
+- ship: build once here (BuildKit), then stream `docker save | gzip` over SSH into `docker load`,
+  only to hosts that lack that exact image ID; the archive is made once and reused.
+- pull: `docker pull` on each host.
+- build: push the build context to each host and build there (the original procedure).
+"""
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import tarfile
+import tempfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Optional
+
+from launcher.errors import RemoteError, TfcError
+from launcher.inventory import Cluster, Host
+from launcher.remote import Connection
+
+REPO = Path(__file__).resolve().parent.parent
+CHUNK = 1 << 20
+CONTEXT_FILES = ("trainer", "docker/Dockerfile", "docker/install-runtime.sh", "docker/entrypoint.sh",
+                 "docker/fetch-wheels.sh", ".dockerignore")
+
+
+class ImageError(TfcError):
+    """The image could not be built or inspected here."""
+
+
+@dataclass(frozen=True)
+class ImageOutcome:
+    action: str        # "present", "shipped", "pulled", "built"
+    bytes_sent: int = 0
+    image_id: str = ""
+
+
+def build_command(base: str, tag: str, context: Path = REPO) -> list[list[str]]:
+    """The two commands that build the trainer image with no network inside the build."""
+    return [["bash", str(context / "docker" / "fetch-wheels.sh"), base],
+            ["docker", "buildx", "build", "--load", "-f", str(context / "docker" / "Dockerfile"),
+             "--build-arg", f"BASE_IMAGE={base}", "-t", tag, str(context)]]
+
+
+def build_local(cluster: Cluster) -> str:
+    """Build the image on this machine; returns its ID."""
+    for cmd in build_command(cluster.spec.base_image, cluster.spec.image):
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
+            raise ImageError(f"building {cluster.spec.image} here failed: {' '.join(cmd)}\n  {tail}")
+    return local_image_id(cluster.spec.image)
+
+
+def local_image_id(image: str) -> str:
+    import docker
+    try:
+        return docker.from_env().images.get(image).id
+    except docker.errors.ImageNotFound:
+        raise ImageError(f"image {image} is not present on this machine") from None
+    except docker.errors.DockerException as exc:
+        raise ImageError(f"cannot reach this machine's Docker engine: {exc}") from None
+
+
+def remote_image_id(conn: Connection, image: str) -> Optional[str]:
+    result = conn.run(["docker", "image", "inspect", "--format", "{{.Id}}", image], check=False)
+    return result.stdout.strip() or None if result.ok else None
+
+
+class Archive:
+    """`docker save` of one image, gzip-compressed once into a cache file, for every host that needs it."""
+
+    def __init__(self, image: str, image_id: str, cache_dir: Path | None = None):
+        self.image, self.image_id = image, image_id
+        cache = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tfcompose" / "images"
+        self.path = cache / f"{image_id.replace('sha256:', '')[:24]}.tar.gz"
+
+    def ensure(self) -> Path:
+        if self.path.is_file():
+            return self.path
+        import docker
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".part")
+        compressor = zlib.compressobj(1, zlib.DEFLATED, 31)  # gzip framing, fast level
+        with os.fdopen(fd, "wb") as out:
+            for chunk in docker.from_env().images.get(self.image).save(chunk_size=CHUNK, named=True):
+                out.write(compressor.compress(chunk))
+            out.write(compressor.flush())
+        os.replace(tmp, self.path)
+        return self.path
+
+    def chunks(self) -> Iterator[bytes]:
+        with self.path.open("rb") as fh:
+            while chunk := fh.read(CHUNK):
+                yield chunk
+
+
+def ship(conn: Connection, archive: Archive) -> ImageOutcome:
+    """Load the archive into the host's engine unless it already has that exact image ID."""
+    if remote_image_id(conn, archive.image) == archive.image_id:
+        return ImageOutcome("present", 0, archive.image_id)
+    archive.ensure()
+    before = conn.bytes_sent
+    conn.stream(["sh", "-c", "gunzip -c | docker load"], on_output=lambda _: None, stdin_chunks=archive.chunks())
+    loaded = remote_image_id(conn, archive.image)
+    if loaded != archive.image_id:
+        raise RemoteError(conn.host.name, "gunzip -c | docker load", reason=f"after loading, the host's "
+                          f"{archive.image} is {loaded}, not {archive.image_id}")
+    return ImageOutcome("shipped", conn.bytes_sent - before, archive.image_id)
+
+
+def pull(conn: Connection, image: str) -> ImageOutcome:
+    conn.run(["docker", "pull", "--quiet", image])
+    return ImageOutcome("pulled", 0, remote_image_id(conn, image) or "")
+
+
+def context_tarball() -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name in CONTEXT_FILES:
+            tar.add(REPO / name, arcname=name, filter=lambda t: None if "__pycache__" in t.name else t)
+    return buf.getvalue()
+
+
+def build_remote(conn: Connection, cluster: Cluster, host: Host, tarball: bytes) -> ImageOutcome:
+    ctx = f"{host.bundle_dir}/build-context"
+    conn.run(["mkdir", "-p", ctx])
+    conn.stream(["tar", "-xzf", "-", "-C", ctx], on_output=lambda _: None, stdin_chunks=[tarball])
+    fetch, build = build_command(cluster.spec.base_image, cluster.spec.image, Path(ctx))
+    # Without python3/pip on the host the wheels step fails; the build then installs from PyPI.
+    conn.run(["sh", "-c", '"$@" || true', "sh", *fetch])
+    conn.run(build)
+    return ImageOutcome("built", len(tarball), remote_image_id(conn, cluster.spec.image) or "")

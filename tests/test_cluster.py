@@ -1,0 +1,114 @@
+"""`tfcompose up --wait` and friends through real sshd hosts and the real Docker engine."""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from conftest import compose_leftovers, free_ports, trainer_image  # noqa: F401  (fixture)
+from launcher.cli import main
+from sshd import write_inventory
+
+pytestmark = pytest.mark.integration
+TRAIN = {"dataset": {"kind": "synthetic", "image_size": [32, 32], "per_class": 32},
+         "candidates": ["small_cnn", "deep_cnn"], "epochs": 2, "batch_per_replica": 16, "join_timeout_s": 90}
+
+
+def labelled(cluster: str) -> list[str]:
+    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=tfcompose.cluster={cluster}"],
+                         capture_output=True, text=True).stdout.split()
+    nets = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"label=com.docker.compose.project={cluster}"],
+                          capture_output=True, text=True).stdout.split()
+    return out + nets
+
+
+@pytest.fixture
+def cluster_env(sshd_farm, tmp_path, trainer_image):  # noqa: F811
+    """Start n sshd hosts; yields a function writing an inventory for them; removes containers after."""
+    made = []
+
+    def make(n=2, train=TRAIN, **kw):
+        ports = free_ports(2 * n)
+        hosts = [sshd_farm.start(f"h{i}", ports[2 * i], ports[2 * i + 1]) for i in range(n)]
+        sshd_farm.known_hosts()
+        name = f"t{uuid.uuid4().hex[:8]}"
+        made.append(name)
+        path = write_inventory(sshd_farm, tmp_path / f"{name}.yaml", name, hosts, train=train, image=trainer_image, **kw)
+        return name, path, hosts
+
+    yield make
+    for name in made:
+        ids = labelled(name)
+        if ids:
+            subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
+
+
+def cli(capsys, *args) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_up_wait_trains_across_hosts_collects_and_down_cleans(cluster_env, capsys, tmp_path):
+    name, inv, hosts = cluster_env(n=2)
+    runs = tmp_path / "runs"
+    code, out, err = cli(capsys, "up", "-i", str(inv), "--wait", "--runs", str(runs))
+    assert code == 0, out + err
+    latest = runs / name / "latest"
+    doc = json.loads((latest / "results.json").read_text())
+    assert [c["candidate"] for c in doc["candidates"]] == ["small_cnn", "deep_cnn"]
+    assert doc["workers"] == 2 and (latest / "best_model.keras").is_file()
+    logs = {p.stem: p.read_text() for p in (latest / "logs").iterdir()}
+    assert set(logs) == {"h0", "h1"}
+    assert "[worker:0] small_cnn epoch 2/2" in logs["h0"] and "[worker:1] small_cnn epoch 2/2" in logs["h1"]
+    for stage in ("connect", "preflight", "push", "image", "start", "running", "collect"):
+        assert f"h0: {stage}" in out
+
+    code, out, _ = cli(capsys, "status", "-i", str(inv), "--json")
+    states = {s["host"]: s for s in json.loads(out)}
+    assert code == 0 and {h: (s["state"], s["exit_code"]) for h, s in states.items()} == {"h0": ("exited", 0), "h1": ("exited", 0)}
+    assert states["h0"]["last_line"].startswith("best: ")
+
+    code, out, _ = cli(capsys, "logs", "-i", str(inv), "--no-follow")
+    assert code == 0 and "[worker:0] deep_cnn epoch 2/2 loss=" in out and "[worker:1]" not in out
+    code, out, _ = cli(capsys, "logs", "-i", str(inv), "--no-follow", "--host", "h1")
+    assert code == 0 and "[worker:1] deep_cnn epoch 2/2 loss=" in out
+
+    # Again with nothing changed: nothing shipped, nothing pushed, nothing restarted.
+    code, out, err = cli(capsys, "up", "-i", str(inv))
+    assert code == 0, out + err
+    assert out.count("already exited") == 2 and "shipped" not in out and out.count("present (0 B)") == 2
+    assert out.count("│ 0 B") == 2  # bundle bytes
+
+    code, out, err = cli(capsys, "down", "-i", str(inv), "--purge")
+    assert code == 0 and "h0: removed 1 container(s), purged" in out
+    assert labelled(name) == [] and not any((h.workdir / name).exists() for h in hosts)
+    code, out, err = cli(capsys, "down", "-i", str(inv))  # idempotent
+    assert code == 0 and "h0: removed 0 container(s)" in out
+
+
+def test_closed_port_fails_preflight_and_starts_nothing_anywhere(cluster_env, capsys):
+    (closed, tf) = free_ports(2)
+    name, inv, hosts = cluster_env(n=2, extra_hosts=[{"name": "gone", "address": "127.0.0.1", "ssh_port": closed,
+                                                      "tf_port": tf, "workdir": "/tmp/tfc-gone"}])
+    started = time.monotonic()
+    code, out, err = cli(capsys, "up", "-i", str(inv))
+    assert code == 1, out + err
+    user = inv.read_text().split("user: ", 1)[1].split()[0]
+    assert "preflight failed on 1 of 3 host(s):" in err
+    assert f"gone: ssh {user}@127.0.0.1:{closed}: cannot connect (connection refused)" in err
+    assert time.monotonic() - started < 60
+    assert labelled(name) == []
+    assert not any((h.workdir / name / "compose.yaml").exists() for h in hosts)  # nothing pushed either
+
+
+def test_unknown_host_key_is_refused_with_exit_2_and_instructions(cluster_env, capsys, sshd_farm, tmp_path):
+    name, inv, hosts = cluster_env(n=2)
+    sshd_farm.known_hosts(hosts[:1])  # h1's key is not known
+    code, out, err = cli(capsys, "preflight", "-i", str(inv))
+    assert code == 2, out + err
+    assert f"h1: host key ssh-ed25519 SHA256:" in err and f"ssh-keyscan -p {hosts[1].port} 127.0.0.1 >>" in err
+    assert "h0" not in err.split("host(s):", 1)[1]  # h0 was fine
