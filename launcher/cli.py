@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from launcher import cluster as cluster_mod, inventory, render
 from launcher.errors import ExitCode, InventoryError, TfcError
@@ -39,8 +40,8 @@ def validate(inventory_path: Path = InventoryOpt) -> None:
     for column in ("task", "host", "ssh", "TF address", "gpus", "workdir"):
         table.add_column(column)
     for h in cluster.hosts:
-        table.add_row(f"{h.index}{' (chief)' if h.chief else ''}", h.name, f"{h.ssh_user}@{h.address}:{h.ssh_port}",
-                      h.tf_address, render.expect_gpus(h.gpus), h.bundle_dir)
+        table.add_row(*(Text(c) for c in (f"{h.index}{' (chief)' if h.chief else ''}", h.name,
+                        f"{h.ssh_user}@{h.address}:{h.ssh_port}", h.tf_address, render.expect_gpus(h.gpus), h.bundle_dir)))
     out.print(table)
     out.print(f"{inventory_path}: valid", markup=False)
 
@@ -147,8 +148,9 @@ def status_cmd(inventory_path: Path = InventoryOpt, as_json: bool = typer.Option
     for column in ("host", "state", "exit", "uptime", "restarts", "last progress"):
         table.add_column(column, overflow="fold")
     for st in states:
-        table.add_row(st.host, st.state, "" if st.exit_code is None else str(st.exit_code),
-                      "" if st.uptime_s is None else f"{st.uptime_s:.0f} s", str(st.restarts), st.last_line or st.error)
+        cells = [st.host, st.state, "" if st.exit_code is None else str(st.exit_code),
+                 "" if st.uptime_s is None else f"{st.uptime_s:.0f} s", str(st.restarts), st.last_line or st.error]
+        table.add_row(*(Text(cell) for cell in cells))  # literal: log lines hold [brackets]
     out.print(table)
 
 

@@ -63,9 +63,10 @@ class SshdFarm:
         lines = [f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {host_key}", f"PidFile {folder}/sshd.pid",
                  f"AuthorizedKeysFile {self.root}/authorized_keys", "PasswordAuthentication no",
                  "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password", "StrictModes no",
-                 "UsePAM no", "Subsystem sftp internal-sftp", "LogLevel ERROR",
-                 f"SetEnv PATH={os.environ.get('PATH', '/usr/bin:/bin')}"]
-        lines += [f"SetEnv {k}={v}" for k, v in (env or {}).items()]
+                 "UsePAM no", "Subsystem sftp internal-sftp", "LogLevel ERROR"]
+        # One SetEnv line: sshd_config keeps the first value of a keyword and ignores the rest.
+        variables = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **(env or {})}
+        lines.append("SetEnv " + " ".join(f"{k}={v}" for k, v in variables.items()))
         config.write_text("\n".join(lines) + "\n")
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege-separation dir
         log = open(folder / "sshd.log", "w")

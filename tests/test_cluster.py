@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import time
 import uuid
@@ -17,11 +19,13 @@ TRAIN = {"dataset": {"kind": "synthetic", "image_size": [32, 32], "per_class": 3
          "candidates": ["small_cnn", "deep_cnn"], "epochs": 2, "batch_per_replica": 16, "join_timeout_s": 90}
 
 
-def labelled(cluster: str) -> list[str]:
+def labelled(cluster: str, engine: str | None = None) -> list[str]:
+    """Containers and networks labelled with the cluster on this machine's engine (or another)."""
+    env = {**os.environ, **({"DOCKER_HOST": engine} if engine else {})}
     out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=tfcompose.cluster={cluster}"],
-                         capture_output=True, text=True).stdout.split()
+                         capture_output=True, text=True, env=env).stdout.split()
     nets = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"label=com.docker.compose.project={cluster}"],
-                          capture_output=True, text=True).stdout.split()
+                          capture_output=True, text=True, env=env).stdout.split()
     return out + nets
 
 
@@ -30,9 +34,12 @@ def cluster_env(sshd_farm, tmp_path, trainer_image):  # noqa: F811
     """Start n sshd hosts; yields a function writing an inventory for them; removes containers after."""
     made = []
 
-    def make(n=2, train=TRAIN, **kw):
+    def make(n=2, train=TRAIN, engines: dict | None = None, **kw):
+        """engines: host index → DOCKER_HOST that host's sshd sessions use."""
         ports = free_ports(2 * n)
-        hosts = [sshd_farm.start(f"h{i}", ports[2 * i], ports[2 * i + 1]) for i in range(n)]
+        hosts = [sshd_farm.start(f"h{i}", ports[2 * i], ports[2 * i + 1],
+                                 env={"DOCKER_HOST": (engines or {})[i]} if i in (engines or {}) else None)
+                 for i in range(n)]
         sshd_farm.known_hosts()
         name = f"t{uuid.uuid4().hex[:8]}"
         made.append(name)
@@ -52,11 +59,17 @@ def cli(capsys, *args) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-def test_up_wait_trains_across_hosts_collects_and_down_cleans(cluster_env, capsys, tmp_path):
-    name, inv, hosts = cluster_env(n=2)
+def test_up_wait_ships_trains_across_hosts_collects_and_down_cleans(cluster_env, second_engine, capsys, tmp_path,
+                                                                    monkeypatch):
+    # h1 runs on a second, empty Docker engine: the image must really travel there over SSH.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    name, inv, hosts = cluster_env(n=2, engines={1: second_engine})
     runs = tmp_path / "runs"
     code, out, err = cli(capsys, "up", "-i", str(inv), "--wait", "--runs", str(runs))
     assert code == 0, out + err
+    shipped = re.search(r"│ h1 .*│ shipped \(([\d,]+) B\)", out)
+    assert shipped and int(shipped.group(1).replace(",", "")) > 500_000_000, out  # the whole image, compressed
+    assert re.search(r"│ h0 .*│ present \(0 B\)", out), out
     latest = runs / name / "latest"
     doc = json.loads((latest / "results.json").read_text())
     assert [c["candidate"] for c in doc["candidates"]] == ["small_cnn", "deep_cnn"]
@@ -84,8 +97,9 @@ def test_up_wait_trains_across_hosts_collects_and_down_cleans(cluster_env, capsy
     assert out.count("│ 0 B") == 2  # bundle bytes
 
     code, out, err = cli(capsys, "down", "-i", str(inv), "--purge")
-    assert code == 0 and "h0: removed 1 container(s), purged" in out
-    assert labelled(name) == [] and not any((h.workdir / name).exists() for h in hosts)
+    assert code == 0 and "h0: removed 1 container(s), purged" in out and "h1: removed 1 container(s), purged" in out
+    assert labelled(name) == [] and labelled(name, second_engine) == []
+    assert not any((h.workdir / name).exists() for h in hosts)
     code, out, err = cli(capsys, "down", "-i", str(inv))  # idempotent
     assert code == 0 and "h0: removed 0 container(s)" in out
 
