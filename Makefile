@@ -8,7 +8,7 @@ BASE_IMAGE ?= tensorflow/tensorflow:latest
 IMAGE ?= tfcompose-trainer:latest
 PYTEST_ARGS ?=
 
-.PHONY: help venv test sim image wheels logs status collect cluster-up cluster-down bench clean
+.PHONY: help venv test sim sim-down image logs validate render preflight status collect cluster-up cluster-down bench clean
 
 help:  ## this list
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -17,6 +17,12 @@ $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@ $(BIN)/.launcher
+
+# The launcher alone (no TensorFlow): what the cluster targets need.
+$(BIN)/.launcher: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -e .
 	touch $@
 
 venv: $(BIN)/.installed  ## create .venv with tfcompose and its dev extras
@@ -44,6 +50,30 @@ sim: image  ## the two-container CPU simulation; results in runs/local/
 sim-down:  ## stop and remove the simulation's containers and network
 	docker compose down --remove-orphans
 
-logs:  ## follow the chief's output: the cluster's when HOSTS is given or inventory.yaml exists, else the simulation's
+# --- the cluster (HOSTS=inventory.yaml) ------------------------------------------------------
+TFC := $(BIN)/tfcompose
+
+validate: $(BIN)/.launcher  ## check the inventory, contact nothing
+	$(TFC) validate -i $(HOSTS)
+
+render: $(BIN)/.launcher  ## write build/<cluster>/<host>/ exactly as `up` pushes it
+	$(TFC) render -i $(HOSTS) -o build
+
+preflight: $(BIN)/.launcher  ## check every host (SSH, Docker, GPUs, ports, disk, data, clock)
+	$(TFC) preflight -i $(HOSTS)
+
+cluster-up: $(BIN)/.launcher  ## start training on every host, wait for the chief, collect into runs/
+	$(TFC) up -i $(HOSTS) --wait
+
+status: $(BIN)/.launcher  ## each host's container state, exit code, last progress line
+	$(TFC) status -i $(HOSTS)
+
+collect: $(BIN)/.launcher  ## results and every host's log into runs/<cluster>/<run>/
+	$(TFC) collect -i $(HOSTS)
+
+cluster-down: $(BIN)/.launcher  ## stop and remove the cluster's containers on every host
+	$(TFC) down -i $(HOSTS)
+
+logs:  ## follow the chief: the cluster's when HOSTS is given or inventory.yaml exists, else the simulation's
 	@if [ "$(origin HOSTS)" = "command line" ] || [ "$(origin HOSTS)" = "environment" ] || [ -f "$(HOSTS)" ]; then \
-	  $(BIN)/tfcompose logs -i $(HOSTS); else docker compose logs -f chief; fi
+	  $(MAKE) -s $(BIN)/.launcher && $(TFC) logs -i $(HOSTS); else docker compose logs -f chief; fi

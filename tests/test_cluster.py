@@ -126,3 +126,31 @@ def test_unknown_host_key_is_refused_with_exit_2_and_instructions(cluster_env, c
     assert code == 2, out + err
     assert f"h1: host key ssh-ed25519 SHA256:" in err and f"ssh-keyscan -p {hosts[1].port} 127.0.0.1 >>" in err
     assert "h0" not in err.split("host(s):", 1)[1]  # h0 was fine
+
+
+def wait_until_exited(inv, capsys, timeout=240) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        code, out, _ = cli(capsys, "status", "-i", str(inv), "--json")
+        states = {s["host"]: s for s in json.loads(out)}
+        if all(s["state"] == "exited" for s in states.values()):
+            return states
+        time.sleep(2)
+    raise AssertionError(f"still running after {timeout} s: {states}")
+
+
+def test_build_mode_builds_on_each_host_then_collect_brings_results_back(cluster_env, capsys, tmp_path):
+    train = {**TRAIN, "candidates": ["small_cnn"], "epochs": 1}
+    name, inv, hosts = cluster_env(n=2, train=train, image_mode="build")
+    code, out, err = cli(capsys, "up", "-i", str(inv), "--parallel", "1")
+    assert code == 0, out + err
+    assert out.count("│ built (") == 2 and "h0: image" in out
+    assert all((h.workdir / name / "build-context" / "docker" / "Dockerfile").is_file() for h in hosts)
+    states = wait_until_exited(inv, capsys)
+    assert {h: s["exit_code"] for h, s in states.items()} == {"h0": 0, "h1": 0}
+    code, out, err = cli(capsys, "collect", "-i", str(inv), "--runs", str(tmp_path / "runs"))
+    assert code == 0, out + err
+    latest = tmp_path / "runs" / name / "latest"
+    assert json.loads((latest / "results.json").read_text())["candidates"][0]["candidate"] == "small_cnn"
+    assert sorted(p.name for p in (latest / "logs").iterdir()) == ["h0.log", "h1.log"]
+    assert cli(capsys, "down", "-i", str(inv))[0] == 0 and labelled(name) == []

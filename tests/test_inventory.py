@@ -108,3 +108,19 @@ def test_every_problem_is_reported_in_file_order(tmp_path):
         inventory.load(path)
     fields = [line.split(": ")[1] for line in err.value.lines]
     assert fields == ["cluster", "hosts[0].tf_port", "hosts[1].name", "hosts[1].gpus"]
+
+
+def test_the_example_inventory_validates_and_documents_every_field(tmp_path, monkeypatch):
+    from launcher.inventory import Defaults, HostEntry, Inventory, SSHSettings
+    from trainer.config import TrainConfig
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "id_ed25519").write_text("a key")
+    example = Path(__file__).parent.parent / "inventory.example.yaml"
+    cluster = inventory.load(example)
+    assert [h.name for h in cluster.hosts] == ["gpu-a", "gpu-b"] and cluster.hosts[1].gpus == [0, 1]
+    text = example.read_text()
+    for model in (Inventory, SSHSettings, Defaults, TrainConfig):
+        assert all(f"{name}:" in text for name in model.model_fields), model
+    for name in HostEntry.model_fields:  # per-host overrides are named in a comment or used
+        assert name in text, name
