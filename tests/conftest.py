@@ -174,4 +174,9 @@ def second_engine(tmp_path_factory):
     except subprocess.TimeoutExpired:
         proc.kill()
     subprocess.run(["ip", "link", "del", bridge], capture_output=True)
+    # dockerd leaves its netns bind mount (exec/netns/default) mounted: unmount before deleting.
+    leftovers = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
+                 if line.split()[1].startswith(str(root))]
+    for mount in sorted(leftovers, reverse=True):
+        subprocess.run(["umount", "-l", mount], capture_output=True)
     shutil.rmtree(root, ignore_errors=True)

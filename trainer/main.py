@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -93,9 +92,8 @@ def log(message: str) -> None:
 def run(cfg: TrainConfig, info: ClusterInfo) -> int:
     # Imported here: TensorFlow takes seconds to import, bad input should not wait for it.
     from trainer import data as data_mod, models, strategy as strategy_mod
-    from trainer.search import save_best, train_candidate
-    from trainer.results import leaderboard, write_json_atomic
-    import tensorflow as tf
+    from trainer.results import leaderboard, results_doc, write_json_atomic
+    from trainer.search import remove_backups, run_search
 
     started = dt.datetime.now(dt.timezone.utc)
     chief = is_chief(info)
@@ -110,30 +108,14 @@ def run(cfg: TrainConfig, info: ClusterInfo) -> int:
     models.check_min_size(cfg.candidates, data.input_shape)
     log(f"[{info.task_name}] data: {data.train_count} training and {data.val_count} validation images, "
         f"{data.num_classes} classes, input {data.input_shape}")
-    outcomes = [train_candidate(name, cfg, data, strategy, info.task_name, chief, log) for name in cfg.candidates]
-    best = max(outcomes, key=lambda o: o.record["val_accuracy"])
-    save_best(best.model, cfg, chief)
+    state = run_search(cfg, info.task_name, strategy, data, chief, log)
     if chief:
-        doc = {
-            "schema": 1,
-            "best": {"candidate": best.record["candidate"], "val_accuracy": best.record["val_accuracy"]},
-            "candidates": [o.record for o in outcomes],
-            "workers": info.num_workers or 1,
-            "replicas": replicas,
-            "class_names": data.class_names,
-            "images": {"train": data.train_count, "val": data.val_count},
-            "started": started.isoformat(timespec="seconds"),
-            "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "tensorflow": tf.__version__,
-        }
+        doc = results_doc(state, info.num_workers or 1, replicas, data, started)
         write_json_atomic(Path(cfg.results_dir) / "results.json", doc)
-        # Every candidate finished, so BackupAndRestore emptied its folders: drop them.
-        shutil.rmtree(Path(cfg.results_dir) / "backup", ignore_errors=True)
-        if cfg.backup_dir:  # a mounted folder: empty it, keep the mount point
-            for leftover in Path(cfg.backup_dir).iterdir():
-                shutil.rmtree(leftover, ignore_errors=True)
-        log("\n" + leaderboard([o.record for o in outcomes]))
-        log(f"best: {best.record['candidate']} (val_accuracy {best.record['val_accuracy']:.4f}); "
+        log("\n" + leaderboard(state.done))
+        log(f"best: {doc['best']['candidate']} (val_accuracy {doc['best']['val_accuracy']:.4f}); "
             f"results in {cfg.results_dir}")
+    remove_backups(cfg, info.task_name)
+    # The others wait here while the chief writes: no container exits before the results exist.
     strategy_mod.barrier(strategy)
     return int(ExitCode.OK)

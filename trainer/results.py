@@ -1,7 +1,6 @@
 """What the chief writes: results.json, history CSVs, and the leaderboard it prints."""
 from __future__ import annotations
 
-import csv
 import json
 import os
 import re
@@ -37,21 +36,29 @@ def write_dir(results_dir: Path, chief: bool) -> Iterator[Path]:
         shutil.rmtree(temp, ignore_errors=True)
 
 
+def results_doc(state, workers: int, replicas: int, data, started) -> dict:
+    """results.json: schema 1. `restarts` counts how often the search was resumed."""
+    import datetime as dt
+    import tensorflow as tf
+    best = max(state.done, key=lambda r: r["val_accuracy"])
+    return {
+        "schema": SCHEMA,
+        "best": {"candidate": best["candidate"], "val_accuracy": best["val_accuracy"]},
+        "candidates": state.done,
+        "workers": workers, "replicas": replicas,
+        "restarts": state.starts - 1,
+        "class_names": data.class_names,
+        "images": {"train": data.train_count, "val": data.val_count},
+        "started": started.isoformat(timespec="seconds"),
+        "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "tensorflow": tf.__version__,
+    }
+
+
 def write_json_atomic(path: Path, doc: dict) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
     os.replace(tmp, path)
-
-
-def write_history(path: Path, history: dict[str, list[float]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    keys = sorted(history)
-    rows = zip(*(history[k] for k in keys))
-    with path.open("w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["epoch", *keys])
-        for epoch, row in enumerate(rows, start=1):
-            writer.writerow([epoch, *(f"{v:.6g}" for v in row)])
 
 
 def leaderboard(records: list[dict]) -> str:

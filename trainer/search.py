@@ -1,47 +1,67 @@
-"""The model search: every candidate trained in turn by all workers, evaluated, the best saved."""
+"""The model search: every candidate trained in turn by all workers, evaluated, the best saved.
+
+A restarted search resumes: finished candidates are skipped (their records come from the
+search state), the interrupted one continues from its last backed-up epoch.
+"""
 from __future__ import annotations
 
 import contextlib
+import csv
 import importlib.util
 import io
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 import tensorflow as tf
 
 from trainer import models
+from trainer.backup import OwnCopyBackupAndRestore, SearchState
 from trainer.config import TrainConfig
 from trainer.data import Data
 from trainer.errors import ConfigError
-from trainer.results import safe_name, write_dir, write_history
+from trainer.results import safe_name, write_dir
+
+METRICS = ("loss", "accuracy", "val_loss", "val_accuracy")
 
 
 class EpochProgress(tf.keras.callbacks.Callback):
-    """One line per epoch: candidate, epoch, loss, accuracy, validation, images/s."""
+    """One line per epoch (candidate, epoch, loss, accuracy, images/s); the chief also keeps the CSV."""
 
-    def __init__(self, candidate: str, task: str, images: int, epochs: int, log):
+    def __init__(self, candidate: str, task: str, images: int, epochs: int, log, csv_path: Optional[Path]):
         super().__init__()
         self.candidate, self.task, self.images, self.epochs, self.log = candidate, task, images, epochs, log
+        self.csv_path = csv_path
         self.epoch_seconds: list[float] = []
-        self.first_epoch: int | None = None
+        self.first_epoch: Optional[int] = None
 
     def on_epoch_begin(self, epoch, logs=None):
-        self.first_epoch = epoch if self.first_epoch is None else self.first_epoch
+        if self.first_epoch is None:
+            self.first_epoch = epoch
+            self._keep_csv_rows_before(epoch)
         self._t0 = time.monotonic()
 
     def on_epoch_end(self, epoch, logs=None):
         seconds = time.monotonic() - self._t0
         self.epoch_seconds.append(seconds)
-        logs = logs or {}
+        logs = {k: float(logs.get(k, float("nan"))) for k in METRICS} if logs else dict.fromkeys(METRICS, float("nan"))
         self.log(f"[{self.task}] {self.candidate} epoch {epoch + 1}/{self.epochs} "
-                 f"loss={logs.get('loss', float('nan')):.4f} accuracy={logs.get('accuracy', float('nan')):.4f} "
-                 f"val_loss={logs.get('val_loss', float('nan')):.4f} val_accuracy={logs.get('val_accuracy', float('nan')):.4f} "
-                 f"{self.images / max(seconds, 1e-9):.0f} img/s")
+                 + " ".join(f"{k}={v:.4f}" for k, v in logs.items()) + f" {self.images / max(seconds, 1e-9):.0f} img/s")
+        if self.csv_path:
+            with self.csv_path.open("a", newline="") as fh:
+                csv.writer(fh).writerow([epoch + 1, *(f"{logs[k]:.6g}" for k in METRICS)])
 
-
-def backup_root(cfg: TrainConfig) -> Path:
-    return Path(cfg.backup_dir) if cfg.backup_dir else Path(cfg.results_dir) / "backup"
+    def _keep_csv_rows_before(self, epoch: int) -> None:
+        """A resumed candidate keeps the epochs it had finished; a fresh one starts a new file."""
+        if not self.csv_path:
+            return
+        self.csv_path.parent.mkdir(parents=True, exist_ok=True)
+        rows = list(csv.reader(self.csv_path.open())) if self.csv_path.exists() and epoch > 0 else []
+        kept = [r for r in rows[1:] if r and int(r[0]) <= epoch]
+        with self.csv_path.open("w", newline="") as fh:
+            csv.writer(fh).writerows([["epoch", *METRICS], *kept])
 
 
 def tensorboard_callback(log_dir: Path) -> list:
@@ -49,6 +69,12 @@ def tensorboard_callback(log_dir: Path) -> list:
     if importlib.util.find_spec("tensorboard") is None:
         return []
     return [tf.keras.callbacks.TensorBoard(str(log_dir), profile_batch=0)]
+
+
+def backup_root(cfg: TrainConfig, task: str) -> Path:
+    """This worker's own backups (see trainer/backup.py)."""
+    base = Path(cfg.backup_dir) if cfg.backup_dir else Path(cfg.results_dir) / "backup"
+    return base / safe_name(task.replace(":", "-"))
 
 
 @dataclass
@@ -69,38 +95,30 @@ def compile_candidate(name: str, cfg: TrainConfig, data: Data, strategy) -> tf.k
     return model
 
 
-def train_candidate(name: str, cfg: TrainConfig, data: Data, strategy, task: str, chief: bool, log) -> Outcome:
+def train_candidate(name: str, cfg: TrainConfig, data: Data, strategy, task: str, chief: bool, log,
+                    backups: Path) -> Outcome:
     tf.keras.utils.set_random_seed(cfg.seed)  # the same initial weights on every worker
     model = compile_candidate(name, cfg, data, strategy)
-    results = Path(cfg.results_dir)
-    progress = EpochProgress(name, task, data.train_count, cfg.epochs, log)
-    with write_dir(results, chief) as out:
-        callbacks = [
-            # tf_keras handles the chief/worker split itself: the chief writes backup/<c>/chief.
-            tf.keras.callbacks.BackupAndRestore(str(backup_root(cfg) / safe_name(name))),
-            progress,
-        ] + tensorboard_callback(out / "tensorboard" / safe_name(name))
+    history = f"history/{safe_name(name)}.csv"
+    with write_dir(Path(cfg.results_dir), chief) as out:
+        progress = EpochProgress(name, task, data.train_count, cfg.epochs, log, out / history if chief else None)
+        backup = OwnCopyBackupAndRestore(str(backups / safe_name(name)), strategy)
+        callbacks = [backup, progress] + tensorboard_callback(out / "tensorboard" / safe_name(name))
         started = time.monotonic()
-        history = model.fit(data.train, validation_data=data.val, epochs=cfg.epochs, callbacks=callbacks, verbose=0)
+        model.fit(data.train, validation_data=data.val, epochs=cfg.epochs, callbacks=callbacks, verbose=0)
         train_seconds = time.monotonic() - started
         scores = model.evaluate(data.val, verbose=0, return_dict=True)
-        if chief:
-            write_history(out / "history" / f"{safe_name(name)}.csv", history.history)
     epochs_run = len(progress.epoch_seconds)
     record = {
-        "candidate": name,
-        "val_accuracy": float(scores["accuracy"]),
-        "val_loss": float(scores["loss"]),
+        "candidate": name, "val_accuracy": float(scores["accuracy"]), "val_loss": float(scores["loss"]),
         "train_seconds": round(train_seconds, 3),
         "images_per_second": round(data.train_count * epochs_run / max(sum(progress.epoch_seconds), 1e-9), 1),
-        "epochs": cfg.epochs,
-        "epochs_run": epochs_run,
-        "resumed_from_epoch": progress.first_epoch or 0,
-        "params": int(model.count_params()),
-        "history": f"history/{safe_name(name)}.csv",
+        "epochs": cfg.epochs, "epochs_run": epochs_run, "resumed_from_epoch": backup.restored_epoch + 1,
+        "params": int(model.count_params()), "history": history,
     }
     log(f"[{task}] {name} done: val_accuracy={record['val_accuracy']:.4f} val_loss={record['val_loss']:.4f} "
-        f"in {train_seconds:.1f} s")
+        f"in {train_seconds:.1f} s" + (f" (resumed at epoch {record['resumed_from_epoch'] + 1})"
+                                       if record["resumed_from_epoch"] else ""))
     return Outcome(record, model)
 
 
@@ -110,3 +128,39 @@ def save_best(model: tf.keras.Model, cfg: TrainConfig, chief: bool) -> None:
         model.save(str(out / "best_model.keras"))
         with contextlib.redirect_stdout(io.StringIO()):  # export prints every captured tensor
             model.export(str(out / "saved_model"))
+
+
+def load_state(cfg: TrainConfig, task: str, strategy) -> SearchState:
+    """This worker's search state, agreed with the others', counting this start."""
+    state = SearchState.load(backup_root(cfg, task) / "search_state.json")
+    if [r["candidate"] for r in state.done] != cfg.candidates[:len(state.done)]:
+        state.done = []  # the candidate list changed: what was done no longer applies
+    state.agree(strategy)
+    state.starts += 1
+    state.save()
+    return state
+
+
+def run_search(cfg: TrainConfig, task: str, strategy, data: Data, chief: bool, log) -> SearchState:
+    state = load_state(cfg, task, strategy)
+    if state.done:
+        log(f"[{task}] resuming (start {state.starts}): {len(state.done)} candidate(s) already finished: "
+            + ", ".join(r["candidate"] for r in state.done))
+    best = max((r["val_accuracy"] for r in state.done), default=None)
+    for name in cfg.candidates[len(state.done):]:
+        outcome = train_candidate(name, cfg, data, strategy, task, chief, log, backup_root(cfg, task))
+        outcome.record["start"] = state.starts
+        if best is None or outcome.record["val_accuracy"] > best:  # the same decision on every worker
+            save_best(outcome.model, cfg, chief)
+            best, state.best_model = outcome.record["val_accuracy"], name
+        state.done.append(outcome.record)
+        state.save()
+    return state
+
+
+def remove_backups(cfg: TrainConfig, task: str) -> None:
+    """The search finished: this worker's backups are no longer needed."""
+    root = backup_root(cfg, task)
+    shutil.rmtree(root, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        root.parent.rmdir()  # the shared parent, once every worker's folder is gone
