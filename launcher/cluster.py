@@ -252,6 +252,7 @@ class HostStatus:
     last_line: str = ""
     container: str = ""
     error: str = ""
+    finished_at: str = ""      # Docker's FinishedAt (ISO 8601), to find who failed first
 
 
 PROGRESS_MARKERS = (" epoch ", " done: ", "best: ", "cluster ready", "tfcompose trainer:", "joining a cluster")
@@ -264,7 +265,8 @@ def host_status(host: Host, conn: Connection, cluster: str, with_line: bool = Tr
     newest = max(found, key=lambda c: c["Created"])
     st = newest["State"]
     status = HostStatus(host.name, st["Status"], st.get("ExitCode"), newest.get("RestartCount", 0),
-                        _uptime(st), newest["Config"]["Labels"].get("tfcompose.run", ""), container=newest["Id"][:12])
+                        _uptime(st), newest["Config"]["Labels"].get("tfcompose.run", ""), container=newest["Id"][:12],
+                        finished_at=st.get("FinishedAt", ""))
     if with_line:
         tail = conn.run(["sh", "-c", 'docker logs --tail 60 "$1" 2>&1', "sh", status.container], check=False).stdout
         status.last_line = next((line.strip() for line in reversed(tail.splitlines())
@@ -312,20 +314,23 @@ def wait_for_chief(s: Session, run: str, poll_s: float = 2.0) -> RunOutcome:
         if isinstance(chief_st, HostStatus) and chief_st.state == "exited" and chief_st.exit_code == 0:
             return RunOutcome(False, f"chief {chief} finished (exit 0)", list(states.values()))
         failed = [st for st in states.values() if isinstance(st, HostStatus) and final_failure(st, retries)]
-        if failed:
-            return _fail_fast(s, failed[0], list(states.values()))
+        if failed:  # name the first to fail: the others usually failed because they lost it
+            failed.sort(key=lambda st: st.finished_at or "~")
+            return _fail_fast(s, failed, list(states.values()))
         time.sleep(poll_s)
 
 
-def _fail_fast(s: Session, failed: HostStatus, states: list) -> RunOutcome:
+def _fail_fast(s: Session, failures: list[HostStatus], states: list) -> RunOutcome:
+    failed = failures[0]
     host = s.cluster.host(failed.host)
     tail = ""
     if failed.container:
         tail = s.conn(host).run(["sh", "-c", 'docker logs --tail 15 "$1" 2>&1', "sh", failed.container], check=False).stdout
     s.each("stop", lambda h, c: remove_containers(h, c, s.cluster.name, keep=True), raise_on_error=False)
     detail = f"exit code {failed.exit_code}" if failed.state == "exited" else failed.state
-    return RunOutcome(True, f"{failed.host} failed ({detail}, after {failed.restarts} restart(s)); "
-                            f"stopped every container of the cluster. Last lines of its log:\n  "
+    then = "".join(f", then {f.host} (exit code {f.exit_code})" for f in failures[1:])
+    return RunOutcome(True, f"{failed.host} failed ({detail}, after {failed.restarts} restart(s)){then}; "
+                            f"stopped every container of the cluster. Last lines of {failed.host}'s log:\n  "
                             + "\n  ".join(_last_lines(tail)), states)
 
 
@@ -386,7 +391,9 @@ def remove_containers(host: Host, conn: Connection, cluster: str, keep: bool = F
     """Kill (MWMS ignores SIGTERM) and remove this host's containers of the cluster.
 
     keep=True stops them but keeps them, so their logs can still be collected."""
-    action = "docker kill $ids >/dev/null 2>&1; echo $ids | wc -w" if keep else "docker rm -f $ids >/dev/null; echo $ids | wc -w"
+    # A paused container refuses to be killed: unpause first.
+    action = ("docker unpause $ids >/dev/null 2>&1; "
+              + ("docker kill $ids >/dev/null 2>&1" if keep else "docker rm -f $ids >/dev/null") + "; echo $ids | wc -w")
     script = ('ids=$(docker ps -aq --filter "label=tfcompose.cluster=$1" --filter "label=tfcompose.host=$2"); '
               f'if [ -n "$ids" ]; then {action}; else echo 0; fi')
     return int(conn.run(["sh", "-c", script, "sh", cluster, host.name]).stdout.strip() or 0)

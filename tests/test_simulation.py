@@ -116,3 +116,34 @@ def test_unreadable_data_dir_is_one_line_and_exit_2(sim, image_folder, tmp_path)
     assert code == 2, out[-3000:]
     assert "tfcompose trainer: dataset.train_dir: cannot read /data/train (permission denied for uid 4321)" in chief
     assert "Traceback" not in chief
+
+
+def test_a_worker_that_never_starts_ends_the_chief_within_the_join_timeout(sim):
+    started = time.monotonic()
+    proc = sim("up", "--no-build", "--exit-code-from", "chief", "chief", env={"JOIN_TIMEOUT_S": "10"})  # no worker
+    out, _ = proc.communicate(timeout=120)
+    log = container_log(sim.project, "chief") + subprocess.run(
+        ["docker", "logs", f"{sim.project}-chief-1"], capture_output=True, text=True).stderr
+    assert proc.returncode == 1, out[-3000:]
+    assert "cluster did not form within 10 s: never joined: worker:1 at worker:2222" in log
+    assert time.monotonic() - started < 90
+
+
+def test_killed_worker_then_up_again_resumes_from_the_shared_backup(sim):
+    env = {"EPOCHS": "6", "CANDIDATES": "small_cnn,deep_cnn", "IMAGE_SIZE": "[24, 24]"}
+    proc = sim("up", "--no-build", "--exit-code-from", "chief", env=env)
+    deadline = time.monotonic() + 300
+    while "deep_cnn epoch 3/6" not in container_log(sim.project, "worker"):
+        assert proc.poll() is None and time.monotonic() < deadline, "never reached deep_cnn epoch 3"
+        time.sleep(0.5)
+    subprocess.run(["docker", "kill", f"{sim.project}-worker-1"], check=True, capture_output=True)
+    proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    code, out = up_and_wait(sim, env=env)  # the same command again resumes
+    assert code == 0, out[-3000:]
+    doc = json.loads((sim.dir / "runs" / "local" / "results.json").read_text())
+    first, second = doc["candidates"]
+    assert doc["restarts"] == 1 and (first["start"], first["resumed_from_epoch"]) == (1, 0)
+    assert second["start"] == 2 and second["resumed_from_epoch"] >= 2
+    assert second["resumed_from_epoch"] + second["epochs_run"] == 6
+    assert not (sim.dir / "runs" / "local" / "backup").exists()
