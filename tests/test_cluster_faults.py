@@ -63,8 +63,10 @@ def test_a_crashed_worker_is_restarted_and_the_run_resumes(cluster_env, tmp_path
     proc = tfcompose("up", "-i", str(inv), "--wait", "--runs", str(tmp_path / "runs"))
     wait_for_log(name, "h1", "deep_cnn epoch 3/6", proc)
     crash(name, "h1")
+    killed = time.monotonic()
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, out + err
+    print(f"[reliability] cluster crash of h1 during deep_cnn epoch 3: run completed {time.monotonic() - killed:.1f} s later")
     doc = json.loads((tmp_path / "runs" / name / "latest" / "results.json").read_text())
     first, second = doc["candidates"]
     assert doc["restarts"] >= 1 and first["start"] == 1 and first["resumed_from_epoch"] == 0
@@ -84,6 +86,7 @@ def test_fail_fast_stops_everything_collects_logs_and_names_the_host(cluster_env
     killed = time.monotonic()
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 1, out + err
+    print(f"[reliability] {victim} SIGKILLed: up --wait stopped the cluster and exited 1 after {time.monotonic() - killed:.1f} s")
     # The crashed host is named first; the survivor, if it had exited by then, comes after ("then …").
     assert f"tfcompose: {victim} failed (exit code 137, after 0 restart(s))" in err
     assert "stopped every container of the cluster" in err
@@ -102,9 +105,11 @@ def test_a_worker_that_never_arrives_is_named_by_the_chief_and_reported(cluster_
     out, err = started.communicate(timeout=300)
     assert started.returncode == 0, out + err
     subprocess.run(["docker", "pause", container(name, "h1")], check=True, capture_output=True)  # frozen before joining
+    paused = time.monotonic()
     proc = tfcompose("up", "-i", str(inv), "--wait", "--runs", str(tmp_path / "runs"))
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 1, out + err
+    print(f"[reliability] h1 frozen before joining: up --wait exited 1 after {time.monotonic() - paused:.1f} s (join_timeout_s 15)")
     assert "h0 failed (exit code 1" in err and "cluster did not form within 15 s" in err and "worker:1" in err
     assert labelled(name)  # stopped, kept for `collect`; `down` removes them
     assert subprocess.run([sys.executable, "-c", "from launcher.cli import run; run()", "down", "-i", str(inv)],

@@ -22,7 +22,8 @@ def test_bad_inventory_exits_2_with_the_expected_lines(case, capsys, monkeypatch
     monkeypatch.delenv("TFC_TEST_UNSET_ADDRESS", raising=False)
     code = main(["validate", "-i", str(case)])
     captured = capsys.readouterr()
-    expected = case.with_suffix(".expected").read_text().replace("{f}", str(case)).replace("{d}", str(case.parent))
+    expected = (case.with_suffix(".expected").read_text().replace("{f}", str(case))
+                .replace("{d}", str(case.parent)).replace("{p}", str(case.parent.parent)))
     assert code == 2
     lines = captured.err.splitlines()
     assert lines[:-1] == expected.splitlines()

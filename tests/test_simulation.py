@@ -125,6 +125,7 @@ def test_a_worker_that_never_starts_ends_the_chief_within_the_join_timeout(sim):
     log = container_log(sim.project, "chief") + subprocess.run(
         ["docker", "logs", f"{sim.project}-chief-1"], capture_output=True, text=True).stderr
     assert proc.returncode == 1, out[-3000:]
+    print(f"[reliability] simulation without its worker: chief exited 1 after {time.monotonic() - started:.1f} s (join_timeout_s 10)")
     assert "cluster did not form within 10 s: never joined: worker:1 at worker:2222" in log
     assert time.monotonic() - started < 90
 

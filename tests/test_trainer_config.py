@@ -101,3 +101,25 @@ def test_model_fields_all_documented():
     for model in (TrainConfig, TrainConfig.model_fields["dataset"].annotation):
         for name, info in model.model_fields.items():
             assert (info.json_schema_extra or {}).get("expected"), name
+
+
+BAD_INPUTS = sorted((REPO / "tests" / "data" / "bad_trainer_inputs").glob("*.expected"))
+
+
+def test_the_trainer_corpus_is_large_enough():
+    assert len(BAD_INPUTS) >= 15
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS, ids=[p.stem for p in BAD_INPUTS])
+def test_bad_trainer_input_exits_2_with_one_line_before_anything_starts(case, tmp_path):
+    config, tfconfig = case.with_suffix(".yaml"), case.with_suffix(".tfconfig")
+    args = ["--config", str(config)] if config.exists() else []
+    env = {"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    if tfconfig.exists():
+        env["TF_CONFIG"] = tfconfig.read_text()
+    proc = subprocess.run([sys.executable, "-m", "trainer", *args, "--results-dir", str(tmp_path / "r")],
+                          capture_output=True, text=True, cwd=REPO, timeout=60, env=env)
+    expected = case.read_text().strip().replace("{f}", str(config))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"tfcompose trainer: {expected}"
+    assert proc.stdout == "" and not (tmp_path / "r").exists()  # nothing started, nothing written

@@ -38,6 +38,7 @@ def test_a_peer_lost_mid_epoch_ends_the_survivor_with_one_line(trainers, tmp_pat
     detect = time.monotonic() - killed
     log = chief.log_path.read_text()
     assert code == 1, log[-2000:]
+    print(f"[reliability] peer SIGKILLed mid-epoch: survivor exited 1 after {detect:.1f} s")
     assert detect < 30
     ours = [line for line in log.splitlines() if line.startswith("tfcompose trainer:")]
     assert len(ours) == 1 and "training failed (" in ours[0] and "restart the whole cluster" in ours[0]
@@ -61,7 +62,9 @@ def test_sigkill_mid_candidate_then_restart_resumes_without_retraining(trainers,
     chief, worker = start(1)
     wait_for(worker, "small_cnn epoch 3/6")
     sigkill(worker)
+    killed = time.monotonic()
     assert chief.wait(timeout=60) == 1
+    print(f"[reliability] resume ({disks} disks): chief exited {time.monotonic() - killed:.1f} s after the kill")
     chief, worker = start(2)
     for proc in (chief, worker):
         assert proc.wait(timeout=300) == 0, proc.log_path.read_text()[-3000:]
@@ -74,6 +77,8 @@ def test_sigkill_mid_candidate_then_restart_resumes_without_retraining(trainers,
     assert (second["candidate"], second["start"]) == ("small_cnn", 2)
     assert second["resumed_from_epoch"] >= 2  # at least the two epochs logged before the kill were kept
     assert second["epochs_run"] + second["resumed_from_epoch"] == 6
+    print(f"[reliability] resume ({disks} disks): resumed small_cnn at epoch {second['resumed_from_epoch'] + 1} "
+          f"of 6 (killed during epoch 3 or 4); tiny_cnn not retrained")
     rows = list(csv.DictReader((results / second["history"]).open()))
     assert [r["epoch"] for r in rows] == ["1", "2", "3", "4", "5", "6"]
     log = chief.log_path.read_text()

@@ -7,6 +7,7 @@ integer 1–65535.`  Fields carry their "expected" text in `json_schema_extra`.
 from __future__ import annotations
 
 import typing
+import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Sequence
 
@@ -36,10 +37,19 @@ class Problem:
         return f"{prefix}{self.path}: {self.received}. Expected {self.expected}."
 
 
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
 def format_path(loc: Sequence[Any]) -> str:
+    """hosts[1].tf_port; a key that is not a plain name is quoted, so a path stays one line."""
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(part, str) and _PLAIN_KEY.match(part):
+            out += f".{part}" if out else part
+        else:
+            out += f"[{str(part)!r}]"
     return out or "(top level)"
 
 
