@@ -170,7 +170,9 @@ def provide_image(session: Session) -> dict[str, images.ImageOutcome]:
     for host in session.cluster.hosts:
         session.reporter.stage(host.name, "image", "building here")
     image_id = images.build_local(session.cluster)
-    archive = images.Archive(spec.image, image_id)
+    if spec.run:
+        image_id = images.build_code_image(session.cluster)
+    archive = images.Archive(render.container_image(session.cluster), image_id)
     return session.each("image", lambda h, c: _staged(session, h, "image", lambda: images.ship(c, archive)))
 
 
@@ -302,9 +304,36 @@ def final_failure(st: HostStatus, retries: int) -> bool:
     return st.state == "exited" and st.exit_code not in (0, None) and st.restarts >= retries
 
 
+def port_open(host: Host, conn: Connection) -> bool:
+    out = conn.run(["sh", "-c", 'ss -Hltn "sport = :$1" | wc -l', "sh", str(host.tf_port)], check=False).stdout
+    return out.strip() not in ("", "0")
+
+
+def deadlines(s: Session, started: float, joined: bool) -> tuple[bool, Optional[str]]:
+    """For `run:` programs, which cannot hold a watchdog: (joined now?, why to stop, if so)."""
+    run = s.cluster.spec.run
+    if run is None:
+        return True, None
+    elapsed = time.monotonic() - started
+    if not joined:
+        opened = s.each("join", port_open, raise_on_error=False)
+        missing = [h for h, ok in opened.items() if ok is not True]
+        if not missing:
+            return True, None
+        if elapsed > run.join_timeout_s:
+            tfp = {h.name: h.tf_port for h in s.cluster.hosts}
+            return False, ("never opened TensorFlow's port within run.join_timeout_s "
+                           f"({run.join_timeout_s:g} s): " + ", ".join(f"{h} (port {tfp[h]})" for h in missing)
+                           + "; did the program create MultiWorkerMirroredStrategy on every host?")
+    if elapsed > run.deadline_s:
+        return joined, f"the chief had not finished after run.deadline_s ({run.deadline_s:g} s)"
+    return joined, None
+
+
 def wait_for_chief(s: Session, run: str, poll_s: float = 2.0) -> RunOutcome:
     """Until the chief finishes; a host that fails for good stops the whole cluster (fail fast)."""
     retries, chief = s.cluster.spec.defaults.restart_retries, s.cluster.chief.name
+    started, joined = time.monotonic(), False
     while True:
         states = s.each("status", lambda h, c: host_status(h, c, s.cluster.name, with_line=False), raise_on_error=False)
         for name, st in states.items():
@@ -317,6 +346,10 @@ def wait_for_chief(s: Session, run: str, poll_s: float = 2.0) -> RunOutcome:
         if failed:  # name the first to fail: the others usually failed because they lost it
             failed.sort(key=lambda st: st.finished_at or "~")
             return _fail_fast(s, failed, list(states.values()))
+        joined, overdue = deadlines(s, started, joined)
+        if overdue:
+            s.each("stop", lambda h, c: remove_containers(h, c, s.cluster.name, keep=True), raise_on_error=False)
+            return RunOutcome(True, f"stopped every container of the cluster: {overdue}", list(states.values()))
         time.sleep(poll_s)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import subprocess
 import tarfile
 import tempfile
@@ -53,6 +54,30 @@ def build_local(cluster: Cluster) -> str:
             tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
             raise ImageError(f"building {cluster.spec.image} here failed: {' '.join(cmd)}\n  {tail}")
     return local_image_id(cluster.spec.image)
+
+
+CODE_DOCKERFILE = """\
+# Your code on top of the tfcompose image (built by `tfcompose up` for an inventory with `run:`).
+FROM {base}
+COPY code/ /workspace/
+{requirements}WORKDIR /workspace
+LABEL tfcompose.code="{code_hash}"
+"""
+
+
+def build_code_image(cluster: Cluster) -> str:
+    """Bake run.code_dir (and its requirements, installed now, not at every start) into a layer."""
+    from launcher import inventory, render
+    tag, folder, req = render.container_image(cluster), inventory.code_dir(cluster), cluster.spec.run.requirements
+    with tempfile.TemporaryDirectory() as ctx:
+        shutil.copytree(folder, Path(ctx) / "code", ignore=shutil.ignore_patterns("__pycache__", ".git"))
+        install = f"RUN python3 -m pip install --no-cache-dir -r /workspace/{req}\n" if req else ""
+        (Path(ctx) / "Dockerfile").write_text(CODE_DOCKERFILE.format(
+            base=cluster.spec.image, requirements=install, code_hash=render.code_hash(cluster)))
+        proc = subprocess.run(["docker", "buildx", "build", "--load", "-t", tag, ctx], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ImageError(f"building your code into {tag} failed:\n  " + "\n  ".join(proc.stderr.strip().splitlines()[-8:]))
+    return local_image_id(tag)
 
 
 def local_image_id(image: str) -> str:

@@ -116,6 +116,29 @@ class HostEntry(_Strict):
         raise ValueError("an IP address or host name")
 
 
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=100)]
+
+
+class RunSpec(_Strict):
+    # Your own MultiWorkerMirroredStrategy program, instead of the built-in model search.
+    # The command, as an argv list, run in code_dir (mounted at /workspace) in every container.
+    command: List[Annotated[str, StringConstraints(min_length=1, max_length=4096)]] = field(
+        ..., expected="a non-empty list of arguments, like [python, train.py]", min_length=1, max_length=256)
+    # Local folder with your code; baked into an image layer on top of `image`.
+    code_dir: LocalPath = field(..., expected="a folder with your code")
+    # A requirements file inside code_dir, installed when the image is built (not at every start).
+    requirements: Optional[str] = field(None, expected="a file name inside code_dir, like requirements.txt",
+                                        pattern=r"^[A-Za-z0-9._/-]+$", max_length=255)
+    # Extra environment variables for the program.
+    env: dict[EnvName, str] = field({}, expected="a mapping of NAME: value")
+    # Where the program writes what `collect` brings back from the chief.
+    results_dir: RemotePath = field("/results", expected=WORKDIR)
+    # The launcher stops everything when a host's TensorFlow port is not open this long after the start.
+    join_timeout_s: float = field(300.0, expected="a number of seconds 1–86400", ge=1, le=86400)
+    # The launcher stops everything when the chief has not finished this long after the start.
+    deadline_s: float = field(86400.0, expected="a number of seconds 1–2592000", ge=1, le=2_592_000)
+
+
 class Inventory(_Strict):
     # Names compose projects, containers and folders: lowercase letters, digits, '-', ≤ 40.
     cluster: Name = field(..., expected="a name of lowercase letters, digits and '-', at most 40 characters")
@@ -130,8 +153,15 @@ class Inventory(_Strict):
     ssh: SSHSettings = field(SSHSettings(), expected="a mapping")
     defaults: Defaults = field(Defaults(), expected="a mapping")
     # The trainer's configuration (see README: the trainer).
-    train: TrainConfig = field(TrainConfig(), expected="a mapping of trainer settings")
+    train: Optional[TrainConfig] = field(None, expected="a mapping of trainer settings")
+    # Or your own MWMS program instead of the trainer (exactly one of train and run).
+    run: Optional[RunSpec] = field(None, expected="a mapping with command and code_dir")
     hosts: List[HostEntry] = field(..., expected="a list of 1–256 hosts", min_length=1, max_length=256)
+
+    @property
+    def training(self) -> TrainConfig:
+        """The built-in trainer's settings (defaults when the inventory has neither train nor run)."""
+        return self.train or TrainConfig()
 
 
 @dataclass(frozen=True)
@@ -370,7 +400,33 @@ def _cross_checks(cluster: Cluster) -> list[Problem]:
             problems.append(Problem(f"hosts[{loc[1]}].tf_port", f"Received {host.tf_address} again (host {seen_ports[host.tf_address]})",
                                     "each address:tf_port once: two containers cannot share a port", loc))
         seen_ports.setdefault(host.tf_address, host.name)
-    problems += _loopback_checks(cluster) + _file_checks(cluster)
+    problems += _loopback_checks(cluster) + _file_checks(cluster) + _run_checks(cluster)
+    return problems
+
+
+def code_dir(cluster: Cluster) -> Optional[Path]:
+    run = cluster.spec.run
+    return _local_path(run.code_dir, cluster.path.resolve().parent) if run else None
+
+
+def _run_checks(cluster: Cluster) -> list[Problem]:
+    spec = cluster.spec
+    if spec.run is None:
+        return []
+    if spec.train is not None:
+        return [Problem("run", "Received both train and run", "exactly one of them: the built-in trainer "
+                        "(train) or your own program (run)", ("run",))]
+    problems, folder = [], code_dir(cluster)
+    if not folder.is_dir():
+        problems.append(Problem("run.code_dir", f"Received {str(folder)!r}", "an existing folder with your code",
+                                ("run", "code_dir")))
+    elif spec.run.requirements and not (folder / spec.run.requirements).is_file():
+        problems.append(Problem("run.requirements", f"Received {spec.run.requirements!r}",
+                                f"a file inside {folder}", ("run", "requirements")))
+    if spec.image_mode != "ship":
+        problems.append(Problem("image_mode", f"Received {spec.image_mode!r} with run",
+                                "'ship': your code is baked into an image layer built on this machine",
+                                ("image_mode",)))
     return problems
 
 
@@ -399,7 +455,7 @@ def _file_checks(cluster: Cluster) -> list[Problem]:
             loc = _host_loc(cluster, host, "identity_file") if entry.identity_file else ("ssh", "identity_file")
             problems.append(Problem(".".join(str(p) for p in loc[:1]) + (f"[{loc[1]}].identity_file" if len(loc) == 3 else ".identity_file"),
                                     f"Received {str(host.identity_file)!r}", "an existing private key file", loc))
-        if cluster.spec.train.dataset.kind == "image_folder" and not host.data_dir:
+        if cluster.spec.train and cluster.spec.train.dataset.kind == "image_folder" and not host.data_dir:
             loc = _host_loc(cluster, host, "data_dir")
             problems.append(Problem(f"hosts[{loc[1]}].data_dir", "Missing",
                                     "defaults.data_dir or this host's data_dir (mounted at /data) when "

@@ -14,6 +14,8 @@ from typing import Optional
 import jinja2
 import yaml
 
+from launcher import inventory
+
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATES = REPO / "compose" / "templates"
 TF_PORT = 2222
@@ -32,7 +34,7 @@ class ServiceSpec:
 
     name: str
     image: str
-    command: list[str]
+    command: list[str] | str    # a string is split by compose (and may hold ${VAR} defaults)
     environment: dict[str, str]
     volumes: list[str]
     labels: dict[str, str]
@@ -77,18 +79,22 @@ def simulation_services() -> list[ServiceSpec]:
     workers = [f"{name}:{TF_PORT}" for name in SIM_SERVICES]
     specs = []
     for index, name in enumerate(SIM_SERVICES):
-        env = {"TF_CONFIG": tf_config(workers, index), "TFC_EXPECT_GPUS": "0",
-               "TFC_RESULTS_DIR": "/runs/local",
+        env = {"TF_CONFIG": tf_config(workers, index), "TFC_TASK_TYPE": "worker", "TFC_TASK_INDEX": str(index),
+               "TFC_NUM_WORKERS": str(len(SIM_SERVICES)), "TFC_IS_CHIEF": "1" if index == 0 else "0",
+               "TFC_CHIEF_ADDR": workers[0], "TFC_RESULTS_DIR": "/runs/local", "TFC_RUN_ID": "local",
+               "TFC_CLUSTER": "local", "TFC_HOST": name, "TFC_EXPECT_GPUS": "0",
                # image_folder when DATA_DIR is set, else the config file's synthetic kind
                "TFC_TRAIN_DATASET__KIND": "${DATA_DIR:+image_folder}"}
         env.update({f"TFC_TRAIN_{field}": f"${{{var}:-}}" for var, field in SIM_SETTINGS.items()})
         specs.append(ServiceSpec(
             name=name, hostname=name, image="${TFC_IMAGE:-tfcompose-trainer:latest}",
             build={"context": ".", "base_image": "${BASE_IMAGE:-tensorflow/tensorflow:latest}"},
-            command=["python3", "-m", "trainer", "--config", "/config/train.yaml"],
+            # RUN_COMMAND (with RUN_DIR mounted at /workspace) runs your own script instead.
+            command="${RUN_COMMAND:-python3 -m trainer --config /config/train.yaml}",
             environment=env,
             volumes=["${TRAIN_CONFIG:-./compose/simulation-train.yaml}:/config/train.yaml:ro",
-                     "${DATA_DIR:-tfcompose-nodata}:/data:ro", "./runs:/runs"],
+                     "${DATA_DIR:-tfcompose-nodata}:/data:ro", "${RUN_DIR:-./compose/no-user-code}:/workspace:ro",
+                     "./runs:/runs"],
             labels={"tfcompose.cluster": "local", "tfcompose.host": name, "tfcompose.run": "local"},
             cpus="1.0"))
     return specs
@@ -101,19 +107,44 @@ def render_simulation() -> str:
 
 # --- a cluster host ---------------------------------------------------------------------------
 
-BUNDLE_FILES = ("compose.yaml", "tf_config.json", "train.yaml", ".env")
-
-
 def run_id(cluster) -> str:
-    """A content hash of the inventory: the same inventory is the same run (idempotent `up`)."""
-    doc = {"spec": cluster.spec.model_dump(mode="json"), "hosts": [vars(h) | {"identity_file": None} for h in cluster.hosts]}
+    """A content hash of the inventory (and of `run:` code): the same inventory is the same run."""
+    doc = {"spec": cluster.spec.model_dump(mode="json"), "code": code_hash(cluster),
+           "hosts": [vars(h) | {"identity_file": None} for h in cluster.hosts]}
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def code_hash(cluster) -> str:
+    """Hash of every file under run.code_dir (names and bytes); empty without `run:`."""
+    folder = inventory.code_dir(cluster)
+    if folder is None or not folder.is_dir():
+        return ""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def container_image(cluster) -> str:
+    """The image the containers run: `image`, or with `run:` the code layer built on top of it."""
+    if cluster.spec.run is None:
+        return cluster.spec.image
+    repo = cluster.spec.image.rsplit(":", 1)[0] if ":" in cluster.spec.image.rsplit("/", 1)[-1] else cluster.spec.image
+    return f"{repo}:run-{code_hash(cluster)[:12]}"
 
 
 def train_config(cluster):
     """The trainer's config on every host: the inventory's, with the backup in its own mount."""
-    cfg = cluster.spec.train
+    cfg = cluster.spec.training
     return cfg if cfg.backup_dir else cfg.model_copy(update={"backup_dir": "/backup"})
+
+
+def task_environment(cluster, host, run: str, results_dir: str) -> dict[str, str]:
+    """TF_CONFIG and plain variables a script can use without parsing JSON (like SkyPilot's)."""
+    return {"TF_CONFIG": tf_config([h.tf_address for h in cluster.hosts], host.index),
+            "TFC_TASK_TYPE": "worker", "TFC_TASK_INDEX": str(host.index), "TFC_NUM_WORKERS": str(len(cluster.hosts)),
+            "TFC_IS_CHIEF": "1" if host.chief else "0", "TFC_CHIEF_ADDR": cluster.chief.tf_address,
+            "TFC_RESULTS_DIR": results_dir, "TFC_RUN_ID": run, "TFC_CLUSTER": cluster.name, "TFC_HOST": host.name}
 
 
 def gpu_request(gpus) -> Optional[GpuRequest]:
@@ -129,21 +160,26 @@ def expect_gpus(gpus) -> str:
 
 
 def host_service(cluster, host, run: str) -> ServiceSpec:
-    cfg = train_config(cluster)
-    env = {"TF_CONFIG": tf_config([h.tf_address for h in cluster.hosts], host.index),
-           "TFC_CLUSTER": cluster.name, "TFC_HOST": host.name, "TFC_RUN_ID": run,
-           "TFC_EXPECT_GPUS": expect_gpus(host.gpus), "TFC_RESULTS_DIR": cfg.results_dir,
-           "TFC_OWNER_OF": "/config/train.yaml"}
+    user = cluster.spec.run
+    results_dir = user.results_dir if user else train_config(cluster).results_dir
+    config = "/config/run.yaml" if user else "/config/train.yaml"
+    env = {**task_environment(cluster, host, run, results_dir), "TFC_EXPECT_GPUS": expect_gpus(host.gpus),
+           "TFC_OWNER_OF": config}
     if host.nic:
         env["NCCL_SOCKET_IFNAME"] = host.nic
-    volumes = ["./train.yaml:/config/train.yaml:ro"]
+    volumes = [f"./{config.rsplit('/', 1)[1]}:{config}:ro"]
     if host.data_dir:
         volumes.append(f"{host.data_dir}:/data:ro")
-    volumes += [f"./results:{cfg.results_dir}", f"./backup:{cfg.backup_dir}"]
+    volumes.append(f"./results:{results_dir}")
+    if user:
+        env.update(user.env)
+        command = list(user.command)
+    else:
+        volumes.append(f"./backup:{train_config(cluster).backup_dir}")
+        command = ["python3", "-m", "trainer", "--config", config]
     retries = cluster.spec.defaults.restart_retries
     return ServiceSpec(
-        name=host.name, image=cluster.spec.image,
-        command=["python3", "-m", "trainer", "--config", "/config/train.yaml"],
+        name=host.name, image=container_image(cluster), command=command,
         environment=env, volumes=volumes,
         labels={"tfcompose.cluster": cluster.name, "tfcompose.host": host.name, "tfcompose.run": run},
         network_mode="host", gpus=gpu_request(host.gpus),
@@ -158,11 +194,15 @@ def render_host(cluster, host, run: str | None = None) -> dict[str, str]:
     compose = environment().get_template("host.yaml.j2").render(
         cluster=cluster.name, host=host, workers=len(cluster.hosts), service=spec)
     tf_conf = json.dumps(json.loads(spec.environment["TF_CONFIG"]), indent=2) + "\n"
-    train = ("# The trainer's configuration on this host (from the inventory's `train:` section).\n"
-             + yaml.safe_dump(train_config(cluster).model_dump(mode="json"), sort_keys=False))
     dotenv = (f"# Lets `docker compose ps|logs` work in this folder. No secrets here.\n"
               f"COMPOSE_PROJECT_NAME={cluster.name}\n")
-    return {"compose.yaml": compose, "tf_config.json": tf_conf, "train.yaml": train, ".env": dotenv}
+    if cluster.spec.run:
+        config_name, config = "run.yaml", ("# Your program on this host (from the inventory's `run:` section).\n"
+                                           + yaml.safe_dump(cluster.spec.run.model_dump(mode="json"), sort_keys=False))
+    else:
+        config_name, config = "train.yaml", ("# The trainer's configuration on this host (from the inventory's `train:` section).\n"
+                                             + yaml.safe_dump(train_config(cluster).model_dump(mode="json"), sort_keys=False))
+    return {"compose.yaml": compose, "tf_config.json": tf_conf, config_name: config, ".env": dotenv}
 
 
 def render_cluster(cluster) -> dict[str, dict[str, str]]:

@@ -116,7 +116,7 @@ def write_inventory(farm: SshdFarm, path: Path, cluster: str, hosts: list[FakeHo
                 "known_hosts": str(known_hosts or farm.root / "known_hosts"), "config_file": str(farm.root / "no-config"),
                 "connect_timeout_s": 5},
         "defaults": {"gpus": 0, "shm_size": "256m", "restart_retries": 0},
-        "train": train or {},
+        **({} if "run" in top else {"train": train or {}}),
         "hosts": [{"name": h.name, "address": "127.0.0.1", "ssh_port": h.port, "tf_port": h.tf_port,
                    "workdir": str(h.workdir)} for h in hosts] + (extra_hosts or []),
         **top,

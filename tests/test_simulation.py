@@ -27,6 +27,7 @@ def sim(tmp_path, trainer_image):  # noqa: F811
     (tmp_path / "compose").mkdir()
     shutil.copy(REPO / "compose.yaml", tmp_path / "compose.yaml")
     shutil.copy(REPO / "compose" / "simulation-train.yaml", tmp_path / "compose" / "simulation-train.yaml")
+    shutil.copytree(REPO / "compose" / "no-user-code", tmp_path / "compose" / "no-user-code")
     runs = tmp_path / "runs"
     runs.mkdir()
     os.chown(runs, *OWNER)
@@ -148,3 +149,15 @@ def test_killed_worker_then_up_again_resumes_from_the_shared_backup(sim):
     assert second["start"] == 2 and second["resumed_from_epoch"] >= 2
     assert second["resumed_from_epoch"] + second["epochs_run"] == 6
     assert not (sim.dir / "runs" / "local" / "backup").exists()
+
+
+def test_run_dir_and_run_command_run_your_own_script_in_the_simulation(sim):
+    from conftest import FIXTURES
+    code, out = up_and_wait(sim, env={"RUN_DIR": str(FIXTURES / "byo"), "RUN_COMMAND": "python train.py"})
+    assert code == 0, out[-3000:]
+    output = json.loads((sim.dir / "runs" / "local" / "output.json").read_text())
+    assert output == {**output, "replicas": 2, "task": "0"}
+    worker = container_log(sim.project, "worker")
+    printed = json.loads(next(line for line in worker.splitlines() if line.startswith("TFC "))[4:])
+    assert (printed["TFC_TASK_INDEX"], printed["TFC_IS_CHIEF"], printed["TFC_CHIEF_ADDR"]) == ("1", "0", "chief:2222")
+    assert "epoch 3: loss" in worker
