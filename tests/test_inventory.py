@@ -112,7 +112,7 @@ def test_every_problem_is_reported_in_file_order(tmp_path):
 
 
 def test_the_example_inventory_validates_and_documents_every_field(tmp_path, monkeypatch):
-    from launcher.inventory import Defaults, HostEntry, Inventory, SSHSettings
+    from launcher.inventory import Defaults, HostEntry, Inventory, RunSpec, SSHSettings
     from trainer.config import TrainConfig
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / ".ssh").mkdir()
@@ -121,7 +121,7 @@ def test_the_example_inventory_validates_and_documents_every_field(tmp_path, mon
     cluster = inventory.load(example)
     assert [h.name for h in cluster.hosts] == ["gpu-a", "gpu-b"] and cluster.hosts[1].gpus == [0, 1]
     text = example.read_text()
-    for model in (Inventory, SSHSettings, Defaults, TrainConfig):
+    for model in (Inventory, SSHSettings, Defaults, TrainConfig, RunSpec):
         assert all(f"{name}:" in text for name in model.model_fields), model
     for name in HostEntry.model_fields:  # per-host overrides are named in a comment or used
         assert name in text, name
