@@ -20,14 +20,19 @@ import tensorflow as tf
 from trainer.errors import ClusterError
 
 
-def gather_ints(strategy: tf.distribute.Strategy, value: int) -> list[int]:
-    """Every worker's `value` (one entry per replica), through a collective all-gather."""
-    @tf.function
-    def all_gather():
-        local = strategy.run(lambda: tf.constant([value], tf.int64))
-        return strategy.gather(local, axis=0)
+_GATHERS: dict[int, tf.types.experimental.GenericFunction] = {}
 
-    return [int(v) for v in all_gather().numpy()]
+
+def gather_ints(strategy: tf.distribute.Strategy, value: int) -> list[int]:
+    """Every worker's `value` (one entry per replica), through a collective all-gather.
+
+    One traced function per strategy, fed a tensor: a new trace per call would warn and waste time."""
+    if id(strategy) not in _GATHERS:
+        @tf.function
+        def all_gather(v):
+            return strategy.gather(strategy.run(lambda: tf.reshape(v, [1])), axis=0)
+        _GATHERS[id(strategy)] = all_gather
+    return [int(v) for v in _GATHERS[id(strategy)](tf.constant(value, tf.int64)).numpy()]
 
 
 class OwnCopyBackupAndRestore(tf.keras.callbacks.BackupAndRestore):

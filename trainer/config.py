@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any, List, Literal, Optional, Tuple
 
 import yaml
-from pydantic import BaseModel, ConfigDict, StringConstraints, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from trainer.errors import ConfigError
 from trainer.validation import InvalidInput, StrictFloatT, StrictIntT, field, validate
@@ -57,12 +57,29 @@ class DatasetConfig(_Strict):
         return self
 
 
+class SearchConfig(_Strict):
+    # sync: every trial trained by all workers together. parallel: trials spread over the hosts,
+    # each host training its share alone (no cross-host collective).
+    mode: Literal["sync", "parallel"] = field("sync", expected="'sync' or 'parallel'")
+    # Search space: every candidate × learning rate × batch size is a trial `candidate@lr=…,bs=…`.
+    learning_rates: Optional[List[Annotated[float, Field(gt=0, le=10)]]] = field(
+        None, expected="a list of learning rates, each > 0 and ≤ 10", min_length=1, max_length=50)
+    batch_per_replica: Optional[List[Annotated[StrictIntT, Field(ge=1, le=65536)]]] = field(
+        None, expected="a list of batch sizes, each an integer 1–65536", min_length=1, max_length=50)
+    # Stop a trial after this many epochs without a better val_accuracy (best weights kept).
+    patience: Optional[StrictIntT] = field(None, expected="an integer ≥ 1", ge=1, le=100_000)
+    # The trials this host trains (written by the launcher in parallel mode); default: all.
+    only: Optional[List[str]] = field(None, expected="a list of trial names", min_length=1)
+
+
 class TrainConfig(_Strict):
     # The images to train and validate on.
     dataset: DatasetConfig = field(DatasetConfig(), expected="a mapping")
     # Architectures to compare: registry names or `module:function` import paths.
     candidates: List[CandidateName] = field(["small_cnn"], min_length=1, expected=(
         "a non-empty list of candidate names like 'small_cnn' or 'package.module:function', each once"))
+    # Search space, early stopping, and sync or parallel placement of the trials.
+    search: SearchConfig = field(SearchConfig(), expected="a mapping")
     # Passes over the training set per candidate.
     epochs: StrictIntT = field(2, expected="an integer ≥ 1", ge=1, le=100_000)
     # Images per replica per step; the global batch is this × replicas.

@@ -1,6 +1,6 @@
 """Datasets: an OASIS-style image folder (one sub-folder per class) or generated images.
 
-Pipeline: decode in parallel (AUTOTUNE) → cache → shuffle → batch(global) → prefetch, with the
+Pipeline: decode in parallel (AUTOTUNE) → cache → shuffle → batch(global, per trial) → prefetch, with the
 auto-shard policy set to DATA explicitly: file-based sharding cannot apply to a list of paths
 and TensorFlow would otherwise fall back to DATA with a warning on every worker.
 """
@@ -22,27 +22,36 @@ IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif"}
 
 @dataclass
 class Data:
-    train: tf.data.Dataset
-    val: tf.data.Dataset
+    """Decoded, cached examples; `batches()` makes the batched pipelines for one trial."""
+
+    train_examples: tf.data.Dataset
+    val_examples: tf.data.Dataset
     input_shape: tuple[int, int, int]
     class_names: list[str]
     train_count: int
     val_count: int
     val_labels: np.ndarray  # in the order `val` yields them (not shuffled), for a confusion matrix
 
+    seed: int = 0
+
     @property
     def num_classes(self) -> int:
         return len(self.class_names)
 
+    def batches(self, global_batch: int) -> tuple[tf.data.Dataset, tf.data.Dataset]:
+        """(train, val) batched by the global batch: shuffled (seeded) training, ordered validation."""
+        return (_finish(self.train_examples, global_batch, self.seed, shuffle=True),
+                _finish(self.val_examples, global_batch, self.seed, shuffle=False))
 
-def load(cfg: DatasetConfig, global_batch: int, seed: int) -> Data:
+
+def load(cfg: DatasetConfig, seed: int) -> Data:
     channels = 1 if cfg.color_mode == "grayscale" else 3
     if cfg.kind == "synthetic":
-        return _synthetic(cfg, channels, global_batch, seed)
-    return _image_folder(cfg, channels, global_batch, seed)
+        return _synthetic(cfg, channels, seed)
+    return _image_folder(cfg, channels, seed)
 
 
-def _synthetic(cfg: DatasetConfig, channels: int, global_batch: int, seed: int) -> Data:
+def _synthetic(cfg: DatasetConfig, channels: int, seed: int) -> Data:
     h, w = cfg.image_size
     names = synth.class_names(cfg.classes)
     x_train, y_train = synth.make_images(cfg.classes, cfg.per_class, (h, w), 1, seed)
@@ -50,10 +59,9 @@ def _synthetic(cfg: DatasetConfig, channels: int, global_batch: int, seed: int) 
     if channels == 3:
         x_train, x_val = (np.repeat(x, 3, axis=-1) for x in (x_train, x_val))
     to_float = lambda x, y: (tf.cast(x, tf.float32) / 255.0, y)  # noqa: E731
-    train = tf.data.Dataset.from_tensor_slices((x_train, y_train)).map(to_float, tf.data.AUTOTUNE)
-    val = tf.data.Dataset.from_tensor_slices((x_val, y_val)).map(to_float, tf.data.AUTOTUNE)
-    return Data(_finish(train, global_batch, seed, shuffle=True), _finish(val, global_batch, seed, shuffle=False),
-                (h, w, channels), names, len(y_train), len(y_val), y_val)
+    train = tf.data.Dataset.from_tensor_slices((x_train, y_train)).map(to_float, tf.data.AUTOTUNE).cache()
+    val = tf.data.Dataset.from_tensor_slices((x_val, y_val)).map(to_float, tf.data.AUTOTUNE).cache()
+    return Data(train, val, (h, w, channels), names, len(y_train), len(y_val), y_val, seed)
 
 
 def list_class_folder(root: Path, where: str) -> tuple[list[str], list[str], list[int]]:
@@ -95,7 +103,7 @@ def split_validation(paths: list[str], labels: list[int], fraction: float, seed:
     return pick(~is_val), pick(is_val)
 
 
-def _image_folder(cfg: DatasetConfig, channels: int, global_batch: int, seed: int) -> Data:
+def _image_folder(cfg: DatasetConfig, channels: int, seed: int) -> Data:
     names, paths, labels = list_class_folder(Path(cfg.train_dir), "dataset.train_dir")
     if cfg.val_dir:
         val_names, val_paths, val_labels = list_class_folder(Path(cfg.val_dir), "dataset.val_dir")
@@ -106,11 +114,10 @@ def _image_folder(cfg: DatasetConfig, channels: int, global_batch: int, seed: in
     else:
         (train_paths, train_labels), (val_paths, val_labels) = split_validation(paths, labels, cfg.validation_split, seed)
     decode = _decoder(cfg.image_size, channels)
-    train = tf.data.Dataset.from_tensor_slices((train_paths, train_labels)).map(decode, tf.data.AUTOTUNE)
-    val = tf.data.Dataset.from_tensor_slices((val_paths, val_labels)).map(decode, tf.data.AUTOTUNE)
+    train = tf.data.Dataset.from_tensor_slices((train_paths, train_labels)).map(decode, tf.data.AUTOTUNE).cache()
+    val = tf.data.Dataset.from_tensor_slices((val_paths, val_labels)).map(decode, tf.data.AUTOTUNE).cache()
     h, w = cfg.image_size
-    return Data(_finish(train, global_batch, seed, shuffle=True), _finish(val, global_batch, seed, shuffle=False),
-                (h, w, channels), names, len(train_paths), len(val_paths), np.asarray(val_labels))
+    return Data(train, val, (h, w, channels), names, len(train_paths), len(val_paths), np.asarray(val_labels), seed)
 
 
 def _decoder(size: tuple[int, int], channels: int):
@@ -122,7 +129,6 @@ def _decoder(size: tuple[int, int], channels: int):
 
 
 def _finish(ds: tf.data.Dataset, global_batch: int, seed: int, shuffle: bool) -> tf.data.Dataset:
-    ds = ds.cache()
     if shuffle:
         ds = ds.shuffle(4096, seed=seed, reshuffle_each_iteration=True)
     ds = ds.batch(global_batch).prefetch(tf.data.AUTOTUNE)

@@ -14,6 +14,7 @@ from pathlib import Path
 from trainer.config import TrainConfig, env_overrides, load_config, parse_yaml
 from trainer.errors import ExitCode, TrainerError
 from trainer.tfconfig import ClusterInfo, is_chief, parse_tf_config
+from trainer.trials import expand
 
 SHORTCUTS = {  # flag → config field; every other field through --set key=value
     "epochs": "epochs", "candidates": "candidates", "results_dir": "results_dir",
@@ -59,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = load_config(args.config, overrides_from(args))
         info = parse_tf_config(os.environ.get("TF_CONFIG"))
+        if cfg.search.mode == "parallel" and info.is_multi_worker:
+            raise_bad(f"search.mode: Received 'parallel' with {info.num_workers} tasks in TF_CONFIG. Expected no "
+                      "TF_CONFIG: in parallel mode each host trains its own trials alone.")
         return run(cfg, info)
     except TrainerError as exc:
         if args.debug:
@@ -99,12 +103,13 @@ def run(cfg: TrainConfig, info: ClusterInfo) -> int:
     chief = is_chief(info)
     for name in cfg.candidates:
         models.resolve(name)  # unknown candidates fail before the cluster forms
+    expand(cfg)  # and so does a search.only naming no trial
     gpus = strategy_mod.check_gpus(os.environ.get("TFC_EXPECT_GPUS"))
     strategy = strategy_mod.build(cfg, info, gpus, log)
     replicas = strategy.num_replicas_in_sync
     log(f"[{info.task_name}] cluster ready: {info.num_workers or 1} worker(s), {replicas} replica(s), "
         f"{'chief' if chief else 'worker'}; global batch {cfg.batch_per_replica * replicas}")
-    data = data_mod.load(cfg.dataset, cfg.batch_per_replica * replicas, cfg.seed)
+    data = data_mod.load(cfg.dataset, cfg.seed)
     models.check_min_size(cfg.candidates, data.input_shape)
     log(f"[{info.task_name}] data: {data.train_count} training and {data.val_count} validation images, "
         f"{data.num_classes} classes, input {data.input_shape}")

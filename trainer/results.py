@@ -47,6 +47,7 @@ def results_doc(state, workers: int, replicas: int, data, started) -> dict:
         "candidates": state.done,
         "workers": workers, "replicas": replicas,
         "restarts": state.starts - 1,
+        "mode": "sync",
         "class_names": data.class_names,
         "images": {"train": data.train_count, "val": data.val_count},
         "started": started.isoformat(timespec="seconds"),

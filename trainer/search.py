@@ -1,4 +1,5 @@
-"""The model search: every candidate trained in turn by all workers, evaluated, the best saved.
+"""The model search: every trial (candidate × learning rate × batch size) trained in turn by all
+workers, evaluated, the best saved.
 
 A restarted search resumes: finished candidates are skipped (their records come from the
 search state), the interrupted one continues from its last backed-up epoch.
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import tensorflow as tf
 
 from trainer import models
@@ -23,6 +25,7 @@ from trainer.config import TrainConfig
 from trainer.data import Data
 from trainer.errors import ConfigError
 from trainer.results import safe_name, write_dir
+from trainer.trials import Trial, expand
 
 METRICS = ("loss", "accuracy", "val_loss", "val_accuracy")
 
@@ -83,42 +86,61 @@ class Outcome:
     model: tf.keras.Model = field(repr=False)
 
 
-def compile_candidate(name: str, cfg: TrainConfig, data: Data, strategy) -> tf.keras.Model:
+def compile_candidate(name: str, learning_rate: float, cfg: TrainConfig, data: Data, strategy) -> tf.keras.Model:
     with strategy.scope():
         model = models.build(name, data.input_shape, data.num_classes, cfg.weights)
         if model.output_shape[-1] != data.num_classes:
             raise ConfigError(f"candidates: {name!r} outputs {model.output_shape[-1]} classes. "
                               f"Expected {data.num_classes} (one per class folder).")
         # No jit_compile: XLA is incompatible with cross-worker all-reduce (tensorflow#58961).
-        model.compile(optimizer=tf.keras.optimizers.Adam(cfg.learning_rate),
+        model.compile(optimizer=tf.keras.optimizers.Adam(learning_rate),
                       loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     return model
 
 
-def train_candidate(name: str, cfg: TrainConfig, data: Data, strategy, task: str, chief: bool, log,
-                    backups: Path) -> Outcome:
+def confusion_matrix(model: tf.keras.Model, val: tf.data.Dataset, classes: int) -> list[list[int]]:
+    """Rows: true class, columns: predicted. A plain forward pass, no collective: any one worker may run it."""
+    matrix = np.zeros((classes, classes), dtype=int)
+    for x, y in val:
+        predicted = np.argmax(model(x, training=False).numpy(), axis=-1)
+        np.add.at(matrix, (y.numpy(), predicted), 1)
+    return matrix.tolist()
+
+
+def trial_callbacks(trial: Trial, cfg: TrainConfig, strategy, backups: Path, out: Path, progress) -> list:
+    backup = OwnCopyBackupAndRestore(str(backups / safe_name(trial.name)), strategy)
+    stop = [tf.keras.callbacks.EarlyStopping(monitor="val_accuracy", mode="max", patience=cfg.search.patience,
+                                             restore_best_weights=True)] if cfg.search.patience else []
+    return [backup, progress, *stop] + tensorboard_callback(out / "tensorboard" / safe_name(trial.name))
+
+
+def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str, chief: bool, log,
+                backups: Path) -> Outcome:
     tf.keras.utils.set_random_seed(cfg.seed)  # the same initial weights on every worker
-    model = compile_candidate(name, cfg, data, strategy)
-    history = f"history/{safe_name(name)}.csv"
+    model = compile_candidate(trial.candidate, trial.learning_rate, cfg, data, strategy)
+    train, val = data.batches(trial.batch_per_replica * strategy.num_replicas_in_sync)
+    history = f"history/{safe_name(trial.name)}.csv"
     with write_dir(Path(cfg.results_dir), chief) as out:
-        progress = EpochProgress(name, task, data.train_count, cfg.epochs, log, out / history if chief else None)
-        backup = OwnCopyBackupAndRestore(str(backups / safe_name(name)), strategy)
-        callbacks = [backup, progress] + tensorboard_callback(out / "tensorboard" / safe_name(name))
+        progress = EpochProgress(trial.name, task, data.train_count, cfg.epochs, log, out / history if chief else None)
+        callbacks = trial_callbacks(trial, cfg, strategy, backups, out, progress)
         started = time.monotonic()
-        model.fit(data.train, validation_data=data.val, epochs=cfg.epochs, callbacks=callbacks, verbose=0)
+        model.fit(train, validation_data=val, epochs=cfg.epochs, callbacks=callbacks, verbose=0)
         train_seconds = time.monotonic() - started
-        scores = model.evaluate(data.val, verbose=0, return_dict=True)
-    epochs_run = len(progress.epoch_seconds)
+        scores = model.evaluate(val, verbose=0, return_dict=True)
+    epochs_run, resumed = len(progress.epoch_seconds), callbacks[0].restored_epoch + 1
     record = {
-        "candidate": name, "val_accuracy": float(scores["accuracy"]), "val_loss": float(scores["loss"]),
+        "candidate": trial.name, "architecture": trial.candidate, "learning_rate": trial.learning_rate,
+        "batch_per_replica": trial.batch_per_replica,
+        "val_accuracy": float(scores["accuracy"]), "val_loss": float(scores["loss"]),
         "train_seconds": round(train_seconds, 3),
         "images_per_second": round(data.train_count * epochs_run / max(sum(progress.epoch_seconds), 1e-9), 1),
-        "epochs": cfg.epochs, "epochs_run": epochs_run, "resumed_from_epoch": backup.restored_epoch + 1,
-        "params": int(model.count_params()), "history": history,
+        "epochs": cfg.epochs, "epochs_run": epochs_run, "resumed_from_epoch": resumed,
+        "stopped_early": resumed + epochs_run < cfg.epochs, "params": int(model.count_params()), "history": history,
+        "confusion_matrix": confusion_matrix(model, val, data.num_classes) if chief else None,
     }
-    log(f"[{task}] {name} done: val_accuracy={record['val_accuracy']:.4f} val_loss={record['val_loss']:.4f} "
-        f"in {train_seconds:.1f} s" + (f" (resumed at epoch {record['resumed_from_epoch'] + 1})"
-                                       if record["resumed_from_epoch"] else ""))
+    log(f"[{task}] {trial.name} done: val_accuracy={record['val_accuracy']:.4f} val_loss={record['val_loss']:.4f} "
+        f"in {train_seconds:.1f} s" + (f" (resumed at epoch {resumed + 1})" if resumed else "")
+        + (f" (stopped early after epoch {resumed + epochs_run})" if record["stopped_early"] else ""))
     return Outcome(record, model)
 
 
@@ -130,10 +152,10 @@ def save_best(model: tf.keras.Model, cfg: TrainConfig, chief: bool) -> None:
             model.export(str(out / "saved_model"))
 
 
-def load_state(cfg: TrainConfig, task: str, strategy) -> SearchState:
+def load_state(cfg: TrainConfig, task: str, strategy, trials: list[Trial]) -> SearchState:
     """This worker's search state, agreed with the others', counting this start."""
     state = SearchState.load(backup_root(cfg, task) / "search_state.json")
-    if [r["candidate"] for r in state.done] != cfg.candidates[:len(state.done)]:
+    if [r["candidate"] for r in state.done] != [t.name for t in trials[:len(state.done)]]:
         state.done = []  # the candidate list changed: what was done no longer applies
     state.agree(strategy)
     state.starts += 1
@@ -142,17 +164,18 @@ def load_state(cfg: TrainConfig, task: str, strategy) -> SearchState:
 
 
 def run_search(cfg: TrainConfig, task: str, strategy, data: Data, chief: bool, log) -> SearchState:
-    state = load_state(cfg, task, strategy)
+    trials = expand(cfg)
+    state = load_state(cfg, task, strategy, trials)
     if state.done:
         log(f"[{task}] resuming (start {state.starts}): {len(state.done)} candidate(s) already finished: "
             + ", ".join(r["candidate"] for r in state.done))
     best = max((r["val_accuracy"] for r in state.done), default=None)
-    for name in cfg.candidates[len(state.done):]:
-        outcome = train_candidate(name, cfg, data, strategy, task, chief, log, backup_root(cfg, task))
+    for trial in trials[len(state.done):]:
+        outcome = train_trial(trial, cfg, data, strategy, task, chief, log, backup_root(cfg, task))
         outcome.record["start"] = state.starts
         if best is None or outcome.record["val_accuracy"] > best:  # the same decision on every worker
             save_best(outcome.model, cfg, chief)
-            best, state.best_model = outcome.record["val_accuracy"], name
+            best, state.best_model = outcome.record["val_accuracy"], trial.name
         state.done.append(outcome.record)
         state.save()
     return state

@@ -1,0 +1,67 @@
+"""Trials (candidate × learning rate × batch size) and their cost, with no TensorFlow import:
+the launcher places trials on hosts with these."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainer.config import TrainConfig
+from trainer.errors import ConfigError
+
+UNKNOWN_PARAMS = 1_000_000  # a user candidate's size cannot be known without building it
+
+
+@dataclass(frozen=True)
+class Trial:
+    name: str
+    candidate: str
+    learning_rate: float
+    batch_per_replica: int
+
+
+def expand(cfg: TrainConfig, only: bool = True) -> list[Trial]:
+    """Every trial of the search, in order; `search.only` (one host's share) filters them."""
+    search = cfg.search
+    named = bool(search.learning_rates or search.batch_per_replica)
+    trials = [Trial(f"{c}@lr={lr:g},bs={bs}" if named else c, c, lr, bs)
+              for c in cfg.candidates
+              for lr in (search.learning_rates or [cfg.learning_rate])
+              for bs in (search.batch_per_replica or [cfg.batch_per_replica])]
+    if only and search.only:
+        names = {t.name for t in trials}
+        unknown = [n for n in search.only if n not in names]
+        if unknown:
+            raise ConfigError(f"search.only: Received {unknown[0]!r}. Expected one of the trials: {', '.join(sorted(names))}.")
+        trials = [t for t in trials if t.name in search.only]
+    return trials
+
+
+def estimate_params(candidate: str, image_size: tuple[int, int], channels: int, classes: int) -> int:
+    """Parameters of a registry architecture, by formula (checked against Keras in the tests)."""
+    h, w = image_size
+    head = lambda width: width * classes + classes  # noqa: E731
+    if candidate == "small_cnn":
+        flat = ((h - 2) // 2) * ((w - 2) // 2) * 32
+        return (9 * channels * 32 + 32) + (flat * 64 + 64) + head(64)
+    if candidate == "deep_cnn":
+        convs, previous = 0, channels
+        for filters in (128, 256, 512):
+            convs, previous = convs + 9 * previous * filters + filters, filters
+        return convs + head(512)
+    if candidate == "vgg16":
+        return 14_714_688 + head(512)
+    if candidate == "resnet50":
+        return 23_587_712 + head(2048)
+    return UNKNOWN_PARAMS
+
+
+def place(trials: list[Trial], hosts: list[str], cfg: TrainConfig, channels: int, classes: int) -> dict[str, list[str]]:
+    """Longest-first onto the least-loaded host: balances parameters × images (× epochs)."""
+    load = {h: 0 for h in hosts}
+    placed: dict[str, list[str]] = {h: [] for h in hosts}
+    cost = lambda t: estimate_params(t.candidate, cfg.dataset.image_size, channels, classes)  # noqa: E731
+    for trial in sorted(trials, key=cost, reverse=True):
+        host = min(hosts, key=lambda h: (load[h], hosts.index(h)))
+        load[host] += cost(trial)
+        placed[host].append(trial.name)
+    order = {t.name: i for i, t in enumerate(trials)}
+    return {h: sorted(names, key=order.get) for h, names in placed.items()}
