@@ -3,6 +3,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+TFC := $(BIN)/tfcompose
 HOSTS ?= inventory.yaml
 BASE_IMAGE ?= tensorflow/tensorflow:latest
 IMAGE ?= tfcompose-trainer:latest
@@ -43,16 +44,15 @@ image:  ## build the trainer image (BASE_IMAGE=..., IMAGE=...)
 compose.yaml: compose/templates/simulation.yaml.j2 compose/templates/service.yaml.j2 launcher/render.py
 	$(BIN)/python -m launcher.render
 
-sim: image  ## the two-container CPU simulation; results in runs/local/
+sim: image $(BIN)/.launcher  ## the two-container CPU simulation; results and report.md in runs/local/
 	TFC_IMAGE=$(IMAGE) docker compose up --no-build --exit-code-from chief; \
-	  code=$$?; docker compose down --remove-orphans >/dev/null 2>&1; exit $$code
+	  code=$$?; docker compose down --remove-orphans >/dev/null 2>&1; \
+	  if [ $$code = 0 ] && [ -f runs/local/results.json ]; then $(TFC) report runs/local; fi; exit $$code
 
 sim-down:  ## stop and remove the simulation's containers and network
 	docker compose down --remove-orphans
 
 # --- the cluster (HOSTS=inventory.yaml) ------------------------------------------------------
-TFC := $(BIN)/tfcompose
-
 validate: $(BIN)/.launcher  ## check the inventory, contact nothing
 	$(TFC) validate -i $(HOSTS)
 

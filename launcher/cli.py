@@ -14,7 +14,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from launcher import cluster as cluster_mod, inventory, render
+from launcher import cluster as cluster_mod, inventory, render, report as report_mod
 from launcher.errors import ExitCode, InventoryError, TfcError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -130,7 +130,8 @@ def up_cmd(inventory_path: Path = InventoryOpt, wait: bool = typer.Option(False,
                       str(report.started[h.name]))
     out.print(table)
     if report.outcome:
-        out.print(f"{report.outcome.message}; results in {runs / cluster.name / 'latest'}", markup=False)
+        print_leaderboard(runs / cluster.name / "latest")
+        out.print(f"{report.outcome.message}; results and report.md in {runs / cluster.name / 'latest'}", markup=False)
     else:
         out.print("started; follow with `tfcompose logs`, check with `tfcompose status`", markup=False)
 
@@ -174,7 +175,8 @@ def collect_cmd(inventory_path: Path = InventoryOpt,
     cluster = _load(inventory_path)
     with RichReporter([h.name for h in cluster.hosts]) as rep:
         run_dir = cluster_mod.collect(cluster, runs, rep)
-    out.print(f"collected into {run_dir}", markup=False)
+    print_leaderboard(run_dir)
+    out.print(f"collected into {run_dir} (report: {run_dir / 'report.md'})", markup=False)
 
 
 @app.command("down")
@@ -187,6 +189,30 @@ def down_cmd(inventory_path: Path = InventoryOpt, purge: bool = typer.Option(Fal
             err.print(f"warning: {host}: not reached, nothing removed there: {str(result).splitlines()[0]}", markup=False, soft_wrap=True)
         else:
             out.print(f"{host}: {result}", markup=False)
+
+
+def print_leaderboard(run_dir: Path) -> None:
+    if not (run_dir / "results.json").is_file():
+        return
+    rows = report_mod.ranked(report_mod.load_results(run_dir))
+    table = Table(title=f"leaderboard: {run_dir}")
+    for column in ("rank", "trial", "val_acc", "val_loss", "train s", "img/s", "params", "host"):
+        table.add_column(column, justify="left" if column in ("trial", "host") else "right",
+                         overflow="fold", min_width=22 if column == "trial" else None)
+    for i, r in enumerate(rows, start=1):
+        table.add_row(*(Text(str(c)) for c in (i, r["candidate"], f"{r['val_accuracy']:.4f}", f"{r['val_loss']:.4f}",
+                                             f"{r['train_seconds']:.1f}", f"{r['images_per_second']:.0f}",
+                                             f"{r['params']:,}", r.get("host", ""))))
+    out.print(table)
+
+
+@app.command("report")
+def report_cmd(run_dir: Path = typer.Argument(..., help="a run folder: runs/<cluster>/<run> or runs/local")) -> None:
+    """Write report.md with a leaderboard, training curves and the best model's confusion matrix (PNGs)."""
+    made = report_mod.write_report(run_dir)
+    print_leaderboard(run_dir)
+    for path in made.files:
+        out.print(str(path), markup=False)
 
 
 def main(argv: Optional[list[str]] = None) -> int:

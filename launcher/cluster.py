@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from launcher import images, render
+from launcher import images, render, report
 from launcher.errors import ClusterFailed, GroupError, PreflightError, RemoteError, TfcError
 from launcher.fanout import fan_out
 from launcher.inventory import Cluster, Host
@@ -339,9 +339,9 @@ def wait_for_chief(s: Session, run: str, poll_s: float = 2.0) -> RunOutcome:
         for name, st in states.items():
             if isinstance(st, HostStatus):
                 s.reporter.stage(name, st.state, f"exit {st.exit_code}" if st.state == "exited" else "")
-        chief_st = states[chief]
-        if isinstance(chief_st, HostStatus) and chief_st.state == "exited" and chief_st.exit_code == 0:
-            return RunOutcome(False, f"chief {chief} finished (exit 0)", list(states.values()))
+        if _finished(s.cluster, states):
+            return RunOutcome(False, f"chief {chief} finished (exit 0)" if not render.parallel(s.cluster)
+                              else "every host finished its trials (exit 0)", list(states.values()))
         failed = [st for st in states.values() if isinstance(st, HostStatus) and final_failure(st, retries)]
         if failed:  # name the first to fail: the others usually failed because they lost it
             failed.sort(key=lambda st: st.finished_at or "~")
@@ -351,6 +351,13 @@ def wait_for_chief(s: Session, run: str, poll_s: float = 2.0) -> RunOutcome:
             s.each("stop", lambda h, c: remove_containers(h, c, s.cluster.name, keep=True), raise_on_error=False)
             return RunOutcome(True, f"stopped every container of the cluster: {overdue}", list(states.values()))
         time.sleep(poll_s)
+
+
+def _finished(cluster: Cluster, states: dict) -> bool:
+    """Sync: the chief exited 0. Parallel: every host did (each trains its own trials)."""
+    names = [h.name for h in cluster.hosts] if render.parallel(cluster) else [cluster.chief.name]
+    return all(isinstance(states[n], HostStatus) and states[n].state == "exited" and states[n].exit_code == 0
+               for n in names)
 
 
 def _fail_fast(s: Session, failures: list[HostStatus], states: list) -> RunOutcome:
@@ -396,7 +403,10 @@ def collect_into(s: Session, run: str, runs_dir: Path) -> Path:
     run_dir = Path(runs_dir) / cluster.name / run
     for host in cluster.hosts:
         s.reporter.stage(host.name, "collect")
-    s.conn(chief).get_tree(f"{chief.bundle_dir}/results", run_dir)
+    if render.parallel(cluster):
+        _gather_parallel(s, run_dir)
+    else:
+        s.conn(chief).get_tree(f"{chief.bundle_dir}/results", run_dir)
 
     def fetch_log(host: Host, conn: Connection) -> int:
         text = conn.run(["sh", "-c", 'docker logs "$1" 2>&1', "sh", _newest_container(conn, cluster.name, host.name)]).stdout
@@ -410,7 +420,34 @@ def collect_into(s: Session, run: str, runs_dir: Path) -> Path:
     if latest.is_symlink() or latest.exists():
         latest.unlink()
     latest.symlink_to(run, target_is_directory=True)
+    if (run_dir / "results.json").is_file():
+        report.write_report(run_dir)
     return run_dir
+
+
+def _gather_parallel(s: Session, run_dir: Path) -> None:
+    """Every host's results into hosts/<host>/, merged into one results.json; the best model copied up."""
+    s.each("collect", lambda h, c: c.get_tree(f"{h.bundle_dir}/results", run_dir / "hosts" / h.name))
+    docs = {h.name: json.loads((run_dir / "hosts" / h.name / "results.json").read_text())
+            for h in s.cluster.hosts if (run_dir / "hosts" / h.name / "results.json").is_file()}
+    if not docs:
+        return
+    records = [dict(r, host=h, history=f"hosts/{h}/{r['history']}") for h, d in docs.items() for r in d["candidates"]]
+    order = {name: i for i, name in enumerate(n for names in render.placement(s.cluster).values() for n in names)}
+    records.sort(key=lambda r: order.get(r["candidate"], len(order)))
+    best = max(records, key=lambda r: r["val_accuracy"])
+    first = next(iter(docs.values()))
+    merged = {**first, "mode": "parallel", "candidates": records, "workers": len(docs),
+              "replicas": sum(d["replicas"] for d in docs.values()),
+              "best": {"candidate": best["candidate"], "val_accuracy": best["val_accuracy"], "host": best["host"]},
+              "placement": render.placement(s.cluster), "restarts": max(d.get("restarts", 0) for d in docs.values()),
+              "started": min(d["started"] for d in docs.values()), "finished": max(d["finished"] for d in docs.values())}
+    (run_dir / "results.json").write_text(json.dumps(merged, indent=2) + "\n")
+    # Each host saved its own best; the overall best comes from the host that trained it.
+    for name in ("best_model.keras",):
+        source = run_dir / "hosts" / best["host"] / name
+        if source.is_file():
+            (run_dir / name).write_bytes(source.read_bytes())
 
 
 def collect(cluster: Cluster, runs_dir: Path = Path("runs"), reporter: Reporter | None = None) -> Path:

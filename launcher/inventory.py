@@ -400,13 +400,26 @@ def _cross_checks(cluster: Cluster) -> list[Problem]:
             problems.append(Problem(f"hosts[{loc[1]}].tf_port", f"Received {host.tf_address} again (host {seen_ports[host.tf_address]})",
                                     "each address:tf_port once: two containers cannot share a port", loc))
         seen_ports.setdefault(host.tf_address, host.name)
-    problems += _loopback_checks(cluster) + _file_checks(cluster) + _run_checks(cluster)
+    problems += _loopback_checks(cluster) + _file_checks(cluster) + _run_checks(cluster) + _parallel_checks(cluster)
     return problems
 
 
 def code_dir(cluster: Cluster) -> Optional[Path]:
     run = cluster.spec.run
     return _local_path(run.code_dir, cluster.path.resolve().parent) if run else None
+
+
+def _parallel_checks(cluster: Cluster) -> list[Problem]:
+    from trainer.trials import expand
+    train = cluster.spec.train
+    if train is None or train.search.mode != "parallel":
+        return []
+    count = len(expand(train, only=False))
+    if count < len(cluster.hosts):
+        return [Problem("train.search.mode", f"Received 'parallel' with {count} trial(s) for {len(cluster.hosts)} hosts",
+                        "at least one trial per host (add candidates, learning_rates or batch sizes)",
+                        ("train", "search", "mode"))]
+    return []
 
 
 def _run_checks(cluster: Cluster) -> list[Problem]:

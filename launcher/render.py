@@ -15,6 +15,7 @@ import jinja2
 import yaml
 
 from launcher import inventory
+from trainer import trials
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATES = REPO / "compose" / "templates"
@@ -133,10 +134,26 @@ def container_image(cluster) -> str:
     return f"{repo}:run-{code_hash(cluster)[:12]}"
 
 
-def train_config(cluster):
-    """The trainer's config on every host: the inventory's, with the backup in its own mount."""
+def parallel(cluster) -> bool:
+    return cluster.spec.run is None and cluster.spec.training.search.mode == "parallel"
+
+
+def placement(cluster) -> dict[str, list[str]]:
+    """search.mode parallel: which trials each host trains (balanced by parameters × images)."""
     cfg = cluster.spec.training
-    return cfg if cfg.backup_dir else cfg.model_copy(update={"backup_dir": "/backup"})
+    channels = 1 if cfg.dataset.color_mode == "grayscale" else 3
+    classes = cfg.dataset.classes if cfg.dataset.kind == "synthetic" else 2  # the head barely matters
+    return trials.place(trials.expand(cfg, only=False), [h.name for h in cluster.hosts], cfg, channels, classes)
+
+
+def train_config(cluster, host=None):
+    """The trainer's config on a host: the inventory's, the backup in its own mount, and in
+    parallel mode only that host's share of the trials."""
+    cfg = cluster.spec.training
+    update = {} if cfg.backup_dir else {"backup_dir": "/backup"}
+    if host is not None and parallel(cluster):
+        update["search"] = cfg.search.model_copy(update={"only": placement(cluster)[host.name]})
+    return cfg.model_copy(update=update) if update else cfg
 
 
 def task_environment(cluster, host, run: str, results_dir: str) -> dict[str, str]:
@@ -165,6 +182,8 @@ def host_service(cluster, host, run: str) -> ServiceSpec:
     config = "/config/run.yaml" if user else "/config/train.yaml"
     env = {**task_environment(cluster, host, run, results_dir), "TFC_EXPECT_GPUS": expect_gpus(host.gpus),
            "TFC_OWNER_OF": config}
+    if parallel(cluster):  # every host trains alone: no shared cluster
+        del env["TF_CONFIG"]
     if host.nic:
         env["NCCL_SOCKET_IFNAME"] = host.nic
     volumes = [f"./{config.rsplit('/', 1)[1]}:{config}:ro"]
@@ -193,7 +212,8 @@ def render_host(cluster, host, run: str | None = None) -> dict[str, str]:
     spec = host_service(cluster, host, run)
     compose = environment().get_template("host.yaml.j2").render(
         cluster=cluster.name, host=host, workers=len(cluster.hosts), service=spec)
-    tf_conf = json.dumps(json.loads(spec.environment["TF_CONFIG"]), indent=2) + "\n"
+    tf_conf = (json.dumps(json.loads(spec.environment["TF_CONFIG"]), indent=2) + "\n" if "TF_CONFIG" in spec.environment
+               else '{"note": "search.mode parallel: this host trains its own trials alone, with no TF_CONFIG"}\n')
     dotenv = (f"# Lets `docker compose ps|logs` work in this folder. No secrets here.\n"
               f"COMPOSE_PROJECT_NAME={cluster.name}\n")
     if cluster.spec.run:
@@ -201,7 +221,7 @@ def render_host(cluster, host, run: str | None = None) -> dict[str, str]:
                                            + yaml.safe_dump(cluster.spec.run.model_dump(mode="json"), sort_keys=False))
     else:
         config_name, config = "train.yaml", ("# The trainer's configuration on this host (from the inventory's `train:` section).\n"
-                                             + yaml.safe_dump(train_config(cluster).model_dump(mode="json"), sort_keys=False))
+                                             + yaml.safe_dump(train_config(cluster, host).model_dump(mode="json"), sort_keys=False))
     return {"compose.yaml": compose, "tf_config.json": tf_conf, config_name: config, ".env": dotenv}
 
 

@@ -1,0 +1,148 @@
+"""`tfcompose report RUN_DIR`: report.md plus pictures from a run's results.json and history.
+
+- leaderboard.png: validation accuracy per trial, annotated with loss, time, images/s, parameters
+- curves.png: accuracy and validation accuracy per epoch, one panel per trial
+- confusion_matrix.png: the best trial on the validation set
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from launcher.errors import InventoryError, TfcError  # noqa: E402
+
+
+class ReportError(TfcError):
+    exit_code = InventoryError.exit_code  # a folder without results is bad input
+
+
+@dataclass
+class Report:
+    folder: Path
+    files: list[Path]
+    ranked: list[dict]
+    doc: dict
+
+
+def load_results(folder: Path) -> dict:
+    path = Path(folder) / "results.json"
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ReportError(f"{path}: cannot read results ({exc}). Expected a run folder from `tfcompose collect` "
+                          "or the simulation's runs/local.") from None
+    if doc.get("schema") != 1 or not doc.get("candidates"):
+        raise ReportError(f"{path}: Received no candidates. Expected a tfcompose results.json (schema 1).")
+    return doc
+
+
+def ranked(doc: dict) -> list[dict]:
+    return sorted(doc["candidates"], key=lambda r: (-r["val_accuracy"], r["val_loss"]))
+
+
+def history(folder: Path, record: dict) -> list[dict]:
+    path = folder / record.get("history", "")
+    return list(csv.DictReader(path.open())) if path.is_file() else []
+
+
+def plot_leaderboard(rows: list[dict], out: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(9, 0.6 * len(rows) + 1.5))
+    names = [r["candidate"] for r in rows][::-1]
+    values = [r["val_accuracy"] for r in rows][::-1]
+    bars = ax.barh(names, values, color=["#2a9d8f" if i == len(rows) - 1 else "#8ab17d" for i in range(len(rows))])
+    for bar, r in zip(bars, rows[::-1]):
+        ax.text(bar.get_width() + 0.01, bar.get_y() + bar.get_height() / 2,
+                f"{r['val_accuracy']:.3f}  loss {r['val_loss']:.3f}  {r['train_seconds']:.0f} s  "
+                f"{r['images_per_second']:.0f} img/s  {r['params'] / 1e6:.2f} M params", va="center", fontsize=8)
+    ax.set_xlim(0, 1.9)
+    ax.set_xlabel("validation accuracy")
+    ax.set_title("Leaderboard (best at the top)")
+    return _save(fig, out / "leaderboard.png")
+
+
+def plot_curves(folder: Path, rows: list[dict], out: Path) -> Path:
+    cols = min(3, len(rows))
+    nrows = math.ceil(len(rows) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.2 * nrows), squeeze=False)
+    for ax, record in zip(axes.flat, rows):
+        epochs = history(folder, record)
+        x = [int(e["epoch"]) for e in epochs]
+        for key, style in (("accuracy", "-o"), ("val_accuracy", "--s")):
+            ax.plot(x, [float(e[key]) for e in epochs], style, label=key, markersize=3)
+        ax.set_title(record["candidate"], fontsize=9)
+        ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylim(0, 1.02)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(rows):]:
+        ax.axis("off")
+    fig.suptitle("Training curves per trial")
+    return _save(fig, out / "curves.png")
+
+
+def plot_confusion(record: dict, classes: list[str], out: Path) -> Path | None:
+    matrix = record.get("confusion_matrix")
+    if not matrix:
+        return None
+    fig, ax = plt.subplots(figsize=(1.2 * len(matrix) + 2.5, 1.0 * len(matrix) + 2))
+    image = ax.imshow(matrix, cmap="Blues")
+    labels = classes if len(classes) == len(matrix) else [str(i) for i in range(len(matrix))]
+    ax.set_xticks(range(len(matrix)), labels, rotation=45, ha="right")
+    ax.set_yticks(range(len(matrix)), labels)
+    top = max(max(row) for row in matrix) or 1
+    for i, row in enumerate(matrix):
+        for j, count in enumerate(row):
+            ax.text(j, i, str(count), ha="center", va="center", color="white" if count > top / 2 else "black")
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    ax.set_title(f"Confusion matrix: {record['candidate']}")
+    fig.colorbar(image, ax=ax)
+    return _save(fig, out / "confusion_matrix.png")
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def markdown(doc: dict, rows: list[dict], pictures: list[Path]) -> str:
+    best = rows[0]
+    lines = [f"# tfcompose report", "",
+             f"Best: **{best['candidate']}** with validation accuracy **{best['val_accuracy']:.4f}** "
+             f"(loss {best['val_loss']:.4f}).", "",
+             f"Mode {doc.get('mode', 'sync')}, {doc.get('workers', 1)} worker(s), {doc.get('replicas', 1)} replica(s), "
+             f"restarts {doc.get('restarts', 0)}, {doc.get('images', {}).get('train', '?')} training and "
+             f"{doc.get('images', {}).get('val', '?')} validation images; {doc.get('started', '?')} → "
+             f"{doc.get('finished', '?')}, TensorFlow {doc.get('tensorflow', '?')}.", "",
+             "| rank | trial | val_accuracy | val_loss | train s | img/s | params | epochs | host |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+    for i, r in enumerate(rows, start=1):
+        epochs = f"{r.get('resumed_from_epoch', 0) + r.get('epochs_run', r['epochs'])}/{r['epochs']}"
+        lines.append(f"| {i} | {r['candidate']} | {r['val_accuracy']:.4f} | {r['val_loss']:.4f} | "
+                     f"{r['train_seconds']:.1f} | {r['images_per_second']:.0f} | {r['params']:,} | {epochs} | "
+                     f"{r.get('host', '')} |")
+    lines.append("")
+    lines += [f"![{p.stem}]({p.name})" for p in pictures]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(folder: str | Path) -> Report:
+    folder = Path(folder)
+    doc = load_results(folder)
+    rows = ranked(doc)
+    pictures = [plot_leaderboard(rows, folder), plot_curves(folder, rows, folder)]
+    confusion = plot_confusion(rows[0], doc.get("class_names", []), folder)
+    pictures += [confusion] if confusion else []
+    (folder / "report.md").write_text(markdown(doc, rows, pictures))
+    return Report(folder, [folder / "report.md", *pictures], rows, doc)
