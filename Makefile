@@ -77,3 +77,6 @@ cluster-down: $(BIN)/.launcher  ## stop and remove the cluster's containers on e
 logs:  ## follow the chief: the cluster's when HOSTS is given or inventory.yaml exists, else the simulation's
 	@if [ "$(origin HOSTS)" = "command line" ] || [ "$(origin HOSTS)" = "environment" ] || [ -f "$(HOSTS)" ]; then \
 	  $(MAKE) -s $(BIN)/.launcher && $(TFC) logs -i $(HOSTS); else docker compose logs -f chief; fi
+
+bench: venv  ## run bench/*.py and rewrite docs/benchmarks.md (BASE_IMAGE=... for the image they build)
+	for b in bench/[!c]*.py; do BASE_IMAGE=$(BASE_IMAGE) $(BIN)/python $$b || exit 1; done

@@ -1,0 +1,38 @@
+"""Shared by the benchmarks: machine facts, statistics, and rewriting one section of docs/benchmarks.md."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DOC = REPO / "docs" / "benchmarks.md"
+sys.path.insert(0, str(REPO / "tests"))  # the sshd test hosts are reused as benchmark hosts
+
+
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    docker = subprocess.run(["docker", "version", "-f", "{{.Server.Version}}"], capture_output=True, text=True).stdout.strip()
+    return (f"{os.cpu_count()} cores ({cpu}), {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') // 2**30} GiB, "
+            f"no GPU, Docker {docker}, {dt.date.today().isoformat()}")
+
+
+def summary(values: list[float]) -> tuple[float, float]:
+    """Median and spread (max − min)."""
+    return statistics.median(values), max(values) - min(values)
+
+
+def write_section(name: str, markdown: str) -> None:
+    """Replace (or append) the section between <!-- bench:name --> markers."""
+    DOC.parent.mkdir(exist_ok=True)
+    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n\nWritten by `make bench` (bench/*.py). Not tests: nothing here is asserted.\n"
+    block = f"<!-- bench:{name} -->\n{markdown.strip()}\n<!-- /bench:{name} -->"
+    pattern = re.compile(rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->", re.S)
+    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
+    DOC.write_text(text)
