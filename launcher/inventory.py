@@ -19,7 +19,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from launcher.errors import InventoryError
 from trainer.config import TrainConfig
-from trainer.validation import InvalidInput, Problem, StrictIntT, field, validate
+from trainer.validation import InvalidInput, Problem, StrictIntT, field, read_utf8, validate, yaml_problem
 
 NAME_RE = r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$"
 HOSTNAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
@@ -247,13 +247,9 @@ def _by_position(lines: list[str]) -> list[str]:
 
 def _parse(path: Path):
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InventoryError(f"{path}: cannot read the inventory ({exc.strerror}).") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InventoryError(f"{path}: not a text file. Expected a UTF-8 YAML inventory.") from None
+        text = read_utf8(path, "the inventory")
+    except InvalidInput as exc:
+        raise InventoryError(exc.lines) from None
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         duplicates = list(_duplicate_keys(root)) if root is not None else []
@@ -262,10 +258,7 @@ def _parse(path: Path):
                                   f"Received a second {n.value!r}. Expected each key once." for key, n in duplicates])
         data = yaml.SafeLoader("").construct_document(root) if root is not None else None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        pos = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InventoryError(f"{path}{pos}: not valid YAML ({problem}).") from None
+        raise InventoryError(yaml_problem(exc, str(path))) from None
     return root, data
 
 

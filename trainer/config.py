@@ -13,7 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from trainer.errors import ConfigError
-from trainer.validation import InvalidInput, StrictFloatT, StrictIntT, field, validate
+from trainer.validation import InvalidInput, StrictFloatT, StrictIntT, field, read_utf8, validate, yaml_problem
 
 CANDIDATE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?$"
 
@@ -120,22 +120,15 @@ def parse_yaml(text: str, where: str) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        pos = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{where}{pos}: not valid YAML ({problem}).") from None
+        raise ConfigError(yaml_problem(exc, where)) from None
 
 
 def read_config_file(path: str | os.PathLike) -> dict:
     p = Path(path)
     try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read the config file ({exc.strerror}).") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"{p}: not a text file (expected UTF-8 YAML).") from None
+        text = read_utf8(p, "the config file")
+    except InvalidInput as exc:
+        raise ConfigError(exc.lines) from None
     data = parse_yaml(text, str(p))
     if data is None:
         return {}

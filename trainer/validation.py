@@ -9,6 +9,7 @@ from __future__ import annotations
 import typing
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Callable, Sequence
 
 import pydantic
@@ -160,3 +161,23 @@ class InvalidInput(ValueError):
         super().__init__("\n".join(lines))
 
 
+
+
+def read_utf8(path, what: str) -> str:
+    """A file's text, or InvalidInput naming the file: unreadable, or not UTF-8 text."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise InvalidInput([f"{path}: cannot read {what} ({exc.strerror})."]) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput([f"{path}: not a text file. Expected UTF-8 YAML."]) from None
+
+
+def yaml_problem(exc: Exception, where: str) -> str:
+    """`file:line:col: not valid YAML (what the parser says).`"""
+    mark = getattr(exc, "problem_mark", None)
+    pos = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"{where}{pos}: not valid YAML ({problem})."
