@@ -86,6 +86,14 @@ results and report).
 
 Parallel / sync: **{par_med / sync_med:.2f}×** the time.
 
+Why: in sync mode every step of every trial waits for a gRPC all-reduce between the two workers,
+and for models this small on CPU the all-reduce, not the arithmetic, sets the pace (the same effect
+as in `../shared/research` measurements: two CPU workers ran a 1.5 M-parameter CNN at 0.5–0.7× one
+worker). Parallel mode has no collective: each host trains its own trials at full speed. The first
+sync run is slower than the rest (cold caches on a shared machine), hence the spread. With large
+models on GPUs over a fast NIC the balance moves toward sync, which gives every trial the whole
+cluster; parallel wins whenever there are at least as many trials as hosts and each fits one host.
+
 ![sync vs parallel](sync_vs_parallel.png)
 """)
 
