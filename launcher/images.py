@@ -101,7 +101,9 @@ class Archive:
     def __init__(self, image: str, image_id: str, cache_dir: Path | None = None):
         self.image, self.image_id = image, image_id
         cache = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tfcompose" / "images"
-        self.path = cache / f"{image_id.replace('sha256:', '')[:24]}.tar.gz"
+        # The tag is part of the name: the archive records it, and `docker load` recreates it.
+        safe_tag = "".join(c if c.isalnum() or c in "._-" else "_" for c in image)
+        self.path = cache / f"{image_id.replace('sha256:', '')[:24]}-{safe_tag}.tar.gz"
 
     def ensure(self) -> Path:
         if self.path.is_file():
@@ -111,7 +113,9 @@ class Archive:
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".part")
         compressor = zlib.compressobj(1, zlib.DEFLATED, 31)  # gzip framing, fast level
         with os.fdopen(fd, "wb") as out:
-            for chunk in docker.from_env().images.get(self.image).save(chunk_size=CHUNK, named=True):
+            # named=<this tag>: with named=True the SDK writes the image's *first* tag, which for an
+            # image with several tags is not necessarily the one the hosts will look for.
+            for chunk in docker.from_env().images.get(self.image).save(chunk_size=CHUNK, named=self.image):
                 out.write(compressor.compress(chunk))
             out.write(compressor.flush())
         os.replace(tmp, self.path)

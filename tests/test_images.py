@@ -44,3 +44,27 @@ def test_context_tarball_holds_the_trainer_and_docker_files_only():
     names = tarfile.open(fileobj=io.BytesIO(images.context_tarball())).getnames()
     assert "trainer/main.py" in names and "docker/Dockerfile" in names and ".dockerignore" in names
     assert not any(n.startswith(("launcher", "tests")) or "__pycache__" in n for n in names)
+
+
+def test_archive_records_the_requested_tag_even_when_the_image_has_several(tmp_path):
+    """`docker load` on a host recreates the tags in the archive: it must be the one the host looks for."""
+    import gzip
+    import json as json_
+    import subprocess
+    import tarfile as tarfile_
+
+    from conftest import docker_ok, require
+    require(docker_ok(), "no Docker engine answers `docker info`")
+    (tmp_path / "x").write_text("x")
+    (tmp_path / "Dockerfile").write_text("FROM scratch\nCOPY x /x\n")
+    tags = ["aaa-tfc-test-first:1", "tfc-test-wanted:1"]  # the first tag sorts first
+    build = subprocess.run(["docker", "buildx", "build", "--load", "-t", tags[0], "-t", tags[1], str(tmp_path)],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    try:
+        archive = images.Archive(tags[1], images.local_image_id(tags[1]), cache_dir=tmp_path / "cache")
+        with gzip.open(archive.ensure()) as fh, tarfile_.open(fileobj=fh) as tar:
+            manifest = json_.load(tar.extractfile("manifest.json"))
+        assert manifest[0]["RepoTags"] == [tags[1]]
+    finally:
+        subprocess.run(["docker", "rmi", *tags], capture_output=True)
