@@ -95,17 +95,13 @@ class RichReporter:
             self.live.stop()
 
 
-def _load(path: Path):
-    return inventory.load(path)
-
-
 ParallelOpt = typer.Option(None, "--parallel", min=1, help="hosts worked on at once (default: all)")
 
 
 @app.command("preflight")
 def preflight_cmd(inventory_path: Path = InventoryOpt, parallel: Optional[int] = ParallelOpt) -> None:
     """Check every host at once: SSH, Docker, compose v2, GPUs, tf_port, workdir, disk, data_dir, clock."""
-    cluster = _load(inventory_path)
+    cluster = inventory.load(inventory_path)
     with RichReporter([h.name for h in cluster.hosts]) as rep, cluster_mod.Session(cluster, rep, parallel) as s:
         ready = cluster_mod.preflight(s)
     for host, result in ready.items():
@@ -118,7 +114,7 @@ def up_cmd(inventory_path: Path = InventoryOpt, wait: bool = typer.Option(False,
            parallel: Optional[int] = ParallelOpt,
            runs: Path = typer.Option(Path("runs"), "--runs", help="where --wait collects results")) -> None:
     """Preflight, push, ship the image and start on every host; all or nothing. Idempotent."""
-    cluster = _load(inventory_path)
+    cluster = inventory.load(inventory_path)
     with RichReporter([h.name for h in cluster.hosts]) as rep:
         report = cluster_mod.up(cluster, rep, parallel, wait=wait, runs_dir=runs)
     table = Table(title=f"cluster {cluster.name}, run {report.run_id}")
@@ -140,7 +136,7 @@ def up_cmd(inventory_path: Path = InventoryOpt, wait: bool = typer.Option(False,
 def status_cmd(inventory_path: Path = InventoryOpt, as_json: bool = typer.Option(False, "--json", help="JSON for scripts"),
                parallel: Optional[int] = ParallelOpt) -> None:
     """Each host's container: state, exit code, uptime, restarts, last progress line."""
-    cluster = _load(inventory_path)
+    cluster = inventory.load(inventory_path)
     states = cluster_mod.status(cluster, parallel=parallel)
     if as_json:
         out.print_json(json.dumps([asdict(st) for st in states]))
@@ -159,7 +155,7 @@ def status_cmd(inventory_path: Path = InventoryOpt, as_json: bool = typer.Option
 def logs_cmd(inventory_path: Path = InventoryOpt, host: Optional[str] = typer.Option(None, "--host", help="a host other than the chief"),
              follow: bool = typer.Option(True, "--follow/--no-follow", help="follow until the container ends")) -> None:
     """The chief's container output (or --host's), followed until Ctrl-C or the container ends."""
-    cluster = _load(inventory_path)
+    cluster = inventory.load(inventory_path)
 
     def write(chunk: bytes) -> None:
         sys.stdout.buffer.write(chunk)
@@ -172,7 +168,7 @@ def logs_cmd(inventory_path: Path = InventoryOpt, host: Optional[str] = typer.Op
 def collect_cmd(inventory_path: Path = InventoryOpt,
                 runs: Path = typer.Option(Path("runs"), "--runs", help="where results go")) -> None:
     """The chief's results and every host's log into runs/<cluster>/<run>/ (and runs/<cluster>/latest)."""
-    cluster = _load(inventory_path)
+    cluster = inventory.load(inventory_path)
     with RichReporter([h.name for h in cluster.hosts]) as rep:
         run_dir = cluster_mod.collect(cluster, runs, rep)
     print_leaderboard(run_dir)
@@ -183,7 +179,7 @@ def collect_cmd(inventory_path: Path = InventoryOpt,
 def down_cmd(inventory_path: Path = InventoryOpt, purge: bool = typer.Option(False, "--purge", help="also remove the pushed files and results on the hosts"),
              parallel: Optional[int] = ParallelOpt) -> None:
     """Stop and remove the cluster's containers everywhere; unreachable hosts get a warning."""
-    cluster = _load(inventory_path)
+    cluster = inventory.load(inventory_path)
     for host, result in cluster_mod.down(cluster, purge, parallel=parallel).items():
         if isinstance(result, BaseException):
             err.print(f"warning: {host}: not reached, nothing removed there: {str(result).splitlines()[0]}", markup=False, soft_wrap=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from launcher import images, render, report
-from launcher.errors import ClusterFailed, GroupError, PreflightError, RemoteError, TfcError
+from launcher.errors import ClusterFailed, GroupError, PreflightError, RemoteError
 from launcher.fanout import fan_out
 from launcher.inventory import Cluster, Host
 from launcher.progress import NullReporter, Reporter
@@ -452,9 +452,9 @@ def _gather_parallel(s: Session, run_dir: Path) -> None:
 
 def collect(cluster: Cluster, runs_dir: Path = Path("runs"), reporter: Reporter | None = None) -> Path:
     with Session(cluster, reporter) as s:
-        run = next((st.run for st in [host_status(cluster.chief, s.conn(cluster.chief), cluster.name, False)] if st.run),
-                   render.run_id(cluster))
-        return collect_into(s, run, runs_dir)
+        # The run of the chief's container, which may predate an edit of the inventory.
+        chief = host_status(cluster.chief, s.conn(cluster.chief), cluster.name, with_line=False)
+        return collect_into(s, chief.run or render.run_id(cluster), runs_dir)
 
 
 def remove_containers(host: Host, conn: Connection, cluster: str, keep: bool = False) -> int:

@@ -313,8 +313,7 @@ def _expand_env(data: Any, environ: dict[str, str], loc: tuple = ()) -> tuple[An
         return data, []
     missing = [m.group(1) for m in ENV_REF.finditer(data) if m.group(1) not in environ and m.group(2) is None]
     if missing:
-        from trainer.validation import format_path
-        return data, [Problem(format_path(loc), f"Received {data!r}", f"the environment variable {missing[0]} to be set", loc)]
+        return data, [Problem(loc, f"Received {data!r}", f"the environment variable {missing[0]} to be set")]
     return ENV_REF.sub(lambda m: environ.get(m.group(1), m.group(2) or ""), data), []
 
 
@@ -371,15 +370,14 @@ def _name_and_chief_checks(hosts: Any) -> list[Problem]:
     problems = []
     chiefs = [i for i, h in entries if h.get("chief") is True]
     for i in chiefs[1:]:
-        problems.append(Problem(f"hosts[{i}].chief", f"Received a second chief (hosts[{chiefs[0]}] is one)",
-                                "exactly one host with chief: true, or none (the first host is then the chief)",
-                                ("hosts", i, "chief")))
+        problems.append(Problem(("hosts", i, "chief"), f"Received a second chief (hosts[{chiefs[0]}] is one)",
+                                "exactly one host with chief: true, or none (the first host is then the chief)"))
     seen: dict[str, int] = {}
     for i, entry in entries:
         name = entry.get("name")
         if isinstance(name, str) and name in seen:
-            problems.append(Problem(f"hosts[{i}].name", f"Received {name!r} again (hosts[{seen[name]}])",
-                                    "each host name once", ("hosts", i, "name")))
+            problems.append(Problem(("hosts", i, "name"), f"Received {name!r} again (hosts[{seen[name]}])",
+                                    "each host name once"))
         if isinstance(name, str):
             seen.setdefault(name, i)
     return problems
@@ -390,8 +388,8 @@ def _cross_checks(cluster: Cluster) -> list[Problem]:
     for host in cluster.hosts:
         loc = _host_loc(cluster, host, "tf_port")
         if host.tf_address in seen_ports:
-            problems.append(Problem(f"hosts[{loc[1]}].tf_port", f"Received {host.tf_address} again (host {seen_ports[host.tf_address]})",
-                                    "each address:tf_port once: two containers cannot share a port", loc))
+            problems.append(Problem(loc, f"Received {host.tf_address} again (host {seen_ports[host.tf_address]})",
+                                    "each address:tf_port once: two containers cannot share a port"))
         seen_ports.setdefault(host.tf_address, host.name)
     problems += _loopback_checks(cluster) + _file_checks(cluster) + _run_checks(cluster) + _parallel_checks(cluster)
     return problems
@@ -409,9 +407,8 @@ def _parallel_checks(cluster: Cluster) -> list[Problem]:
         return []
     count = len(expand(train, only=False))
     if count < len(cluster.hosts):
-        return [Problem("train.search.mode", f"Received 'parallel' with {count} trial(s) for {len(cluster.hosts)} hosts",
-                        "at least one trial per host (add candidates, learning_rates or batch sizes)",
-                        ("train", "search", "mode"))]
+        return [Problem(("train", "search", "mode"), f"Received 'parallel' with {count} trial(s) for {len(cluster.hosts)} hosts",
+                        "at least one trial per host (add candidates, learning_rates or batch sizes)")]
     return []
 
 
@@ -420,19 +417,16 @@ def _run_checks(cluster: Cluster) -> list[Problem]:
     if spec.run is None:
         return []
     if spec.train is not None:
-        return [Problem("run", "Received both train and run", "exactly one of them: the built-in trainer "
-                        "(train) or your own program (run)", ("run",))]
+        return [Problem(("run",), "Received both train and run", "exactly one of them: the built-in trainer "
+                        "(train) or your own program (run)")]
     problems, folder = [], code_dir(cluster)
     if not folder.is_dir():
-        problems.append(Problem("run.code_dir", f"Received {str(folder)!r}", "an existing folder with your code",
-                                ("run", "code_dir")))
+        problems.append(Problem(("run", "code_dir"), f"Received {str(folder)!r}", "an existing folder with your code"))
     elif spec.run.requirements and not (folder / spec.run.requirements).is_file():
-        problems.append(Problem("run.requirements", f"Received {spec.run.requirements!r}",
-                                f"a file inside {folder}", ("run", "requirements")))
+        problems.append(Problem(("run", "requirements"), f"Received {spec.run.requirements!r}", f"a file inside {folder}"))
     if spec.image_mode != "ship":
-        problems.append(Problem("image_mode", f"Received {spec.image_mode!r} with run",
-                                "'ship': your code is baked into an image layer built on this machine",
-                                ("image_mode",)))
+        problems.append(Problem(("image_mode",), f"Received {spec.image_mode!r} with run",
+                                "'ship': your code is baked into an image layer built on this machine"))
     return problems
 
 
@@ -448,9 +442,9 @@ def _loopback_checks(cluster: Cluster) -> list[Problem]:
     loopback = [h for h in cluster.hosts if _is_loopback(h.address)]
     if not loopback or len(loopback) == len(cluster.hosts):
         return []
-    return [Problem(f"hosts[{_host_loc(cluster, h, 'address')[1]}].address", f"Received {h.address!r}",
-                    "an address the other hosts can reach: loopback works only when every host is this machine",
-                    _host_loc(cluster, h, "address")) for h in loopback]
+    return [Problem(_host_loc(cluster, h, "address"), f"Received {h.address!r}",
+                    "an address the other hosts can reach: loopback works only when every host is this machine")
+            for h in loopback]
 
 
 def _file_checks(cluster: Cluster) -> list[Problem]:
@@ -459,12 +453,10 @@ def _file_checks(cluster: Cluster) -> list[Problem]:
         if host.identity_file and not host.identity_file.is_file():
             entry = next(e for e in cluster.spec.hosts if e.name == host.name)
             loc = _host_loc(cluster, host, "identity_file") if entry.identity_file else ("ssh", "identity_file")
-            problems.append(Problem(".".join(str(p) for p in loc[:1]) + (f"[{loc[1]}].identity_file" if len(loc) == 3 else ".identity_file"),
-                                    f"Received {str(host.identity_file)!r}", "an existing private key file", loc))
+            problems.append(Problem(loc, f"Received {str(host.identity_file)!r}", "an existing private key file"))
         if cluster.spec.train and cluster.spec.train.dataset.kind == "image_folder" and not host.data_dir:
             loc = _host_loc(cluster, host, "data_dir")
-            problems.append(Problem(f"hosts[{loc[1]}].data_dir", "Missing",
-                                    "defaults.data_dir or this host's data_dir (mounted at /data) when "
-                                    "train.dataset.kind is image_folder", loc))
+            problems.append(Problem(loc, "Missing", "defaults.data_dir or this host's data_dir (mounted at /data) "
+                                    "when train.dataset.kind is image_folder"))
     unique = {p.loc: p for p in problems}
     return list(unique.values())

@@ -44,10 +44,6 @@ def known_hosts_name(address: str, port: int) -> str:
     return address if port == 22 else f"[{address}]:{port}"
 
 
-def fingerprint(key: paramiko.PKey) -> str:
-    return key.fingerprint  # "SHA256:..." as OpenSSH prints it
-
-
 class _StrictPolicy(paramiko.MissingHostKeyPolicy):
     """Refuse unknown keys, telling the user how to check and record one."""
 
@@ -58,7 +54,7 @@ class _StrictPolicy(paramiko.MissingHostKeyPolicy):
         host = hostname.split("]")[0].lstrip("[") if hostname.startswith("[") else hostname
         scan = f"ssh-keyscan -p {self.port} {host}" if self.port != 22 else f"ssh-keyscan {host}"
         raise HostKeyError(hostname, reason=(
-            f"host key {key.get_name()} {fingerprint(key)} is not in {self.known_hosts}; refused "
+            f"host key {key.get_name()} {key.fingerprint} is not in {self.known_hosts}; refused "
             f"(ssh.host_key_policy: strict). Check the fingerprint on the host "
             f"(ssh-keygen -lf /etc/ssh/ssh_host_{key.get_name().replace('ssh-', '')}_key.pub), then record it: "
             f"{scan} >> {self.known_hosts} — or set ssh.host_key_policy: accept-new to record unknown keys on first use."))
@@ -163,8 +159,8 @@ class Connection:
         if isinstance(exc, paramiko.BadHostKeyException):
             name = known_hosts_name(h.address, h.ssh_port)
             return HostKeyError(h.name, reason=(
-                f"host key for {name} CHANGED (now {fingerprint(exc.key)}, known_hosts has "
-                f"{fingerprint(exc.expected_key)}); refused: this could be a man-in-the-middle. If the host was "
+                f"host key for {name} CHANGED (now {exc.key.fingerprint}, known_hosts has "
+                f"{exc.expected_key.fingerprint}); refused: this could be a man-in-the-middle. If the host was "
                 f"reinstalled, remove the old key with: ssh-keygen -R '{name}' -f {self.known_hosts}"))
         if isinstance(exc, paramiko.PasswordRequiredException):
             return ConnectError(h.name, reason=f"ssh {target}: the private key is encrypted; "

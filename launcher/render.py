@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -49,7 +49,6 @@ class ServiceSpec:
     nccl_ulimits: bool = False
     stop_grace_period: str = STOP_GRACE
     restart: str = "no"
-    extra: dict = field(default_factory=dict)
 
 
 def environment() -> jinja2.Environment:

@@ -118,7 +118,7 @@ def _save(fig, path: Path) -> Path:
 
 def markdown(doc: dict, rows: list[dict], pictures: list[Path]) -> str:
     best = rows[0]
-    lines = [f"# tfcompose report", "",
+    lines = ["# tfcompose report", "",
              f"Best: **{best['candidate']}** with validation accuracy **{best['val_accuracy']:.4f}** "
              f"(loss {best['val_loss']:.4f}).", "",
              f"Mode {doc.get('mode', 'sync')}, {doc.get('workers', 1)} worker(s), {doc.get('replicas', 1)} replica(s), "

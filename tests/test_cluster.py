@@ -124,7 +124,7 @@ def test_unknown_host_key_is_refused_with_exit_2_and_instructions(cluster_env, c
     sshd_farm.known_hosts(hosts[:1])  # h1's key is not known
     code, out, err = cli(capsys, "preflight", "-i", str(inv))
     assert code == 2, out + err
-    assert f"h1: host key ssh-ed25519 SHA256:" in err and f"ssh-keyscan -p {hosts[1].port} 127.0.0.1 >>" in err
+    assert "h1: host key ssh-ed25519 SHA256:" in err and f"ssh-keyscan -p {hosts[1].port} 127.0.0.1 >>" in err
     assert "h0" not in err.split("host(s):", 1)[1]  # h0 was fine
 
 

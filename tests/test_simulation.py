@@ -7,7 +7,6 @@ import shutil
 import subprocess
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 

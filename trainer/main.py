@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from trainer.config import TrainConfig, env_overrides, load_config, parse_yaml
-from trainer.errors import ExitCode, TrainerError
+from trainer.errors import ConfigError, ExitCode, TrainerError
 from trainer.tfconfig import ClusterInfo, is_chief, parse_tf_config
 from trainer.trials import expand
 
@@ -45,14 +45,9 @@ def overrides_from(args: argparse.Namespace) -> list[tuple[str, object]]:
     for item in args.set:
         key, sep, raw = item.partition("=")
         if not sep or not key:
-            raise_bad(f"--set: Received {item!r}. Expected KEY=VALUE, e.g. epochs=3.")
+            raise ConfigError(f"--set: Received {item!r}. Expected KEY=VALUE, e.g. epochs=3.")
         found.append((key.strip(), parse_yaml(raw, f"--set {key}")))
     return found
-
-
-def raise_bad(message: str):
-    from trainer.errors import ConfigError
-    raise ConfigError(message)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(args.config, overrides_from(args))
         info = parse_tf_config(os.environ.get("TF_CONFIG"))
         if cfg.search.mode == "parallel" and info.is_multi_worker:
-            raise_bad(f"search.mode: Received 'parallel' with {info.num_workers} tasks in TF_CONFIG. Expected no "
+            raise ConfigError(f"search.mode: Received 'parallel' with {info.num_workers} tasks in TF_CONFIG. Expected no "
                       "TF_CONFIG: in parallel mode each host trains its own trials alone.")
         return run(cfg, info)
     except TrainerError as exc:

@@ -28,10 +28,13 @@ def field(default: Any = ..., *, expected: str, **kw: Any) -> Any:
 
 @dataclass(frozen=True)
 class Problem:
-    path: str
+    loc: tuple
     received: str
     expected: str
-    loc: tuple = ()
+
+    @property
+    def path(self) -> str:
+        return format_path(self.loc)
 
     def line(self, where: str) -> str:
         prefix = f"{where}: " if where else ""
@@ -131,7 +134,7 @@ def problems(model: type[BaseModel], exc: pydantic.ValidationError, data: Any = 
             clean = _walk(model, loc)[1] or loc
             received = "Missing" if err["type"] == "missing" else "Received " + describe_value(
                 err.get("input") if loc == clean else value_at(data, clean, err.get("input")))
-        out.setdefault(clean, Problem(format_path(clean), received, _expected_for(model, err), clean))
+        out.setdefault(clean, Problem(clean, received, _expected_for(model, err)))
     return list(out.values())
 
 
