@@ -19,8 +19,9 @@ def machine() -> str:
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
     docker = subprocess.run(["docker", "version", "-f", "{{.Server.Version}}"], capture_output=True, text=True).stdout.strip()
+    docker = f"Docker {docker}" if docker else "Docker engine not running"
     return (f"{os.cpu_count()} cores ({cpu}), {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') // 2**30} GiB, "
-            f"no GPU, Docker {docker}, {dt.date.today().isoformat()}")
+            f"no GPU, {docker}, {dt.date.today().isoformat()}")
 
 
 def summary(values: list[float]) -> tuple[float, float]:

@@ -31,27 +31,39 @@ METRICS = ("loss", "accuracy", "val_loss", "val_accuracy")
 
 
 class EpochProgress(tf.keras.callbacks.Callback):
-    """One line per epoch (candidate, epoch, loss, accuracy, images/s); the chief also keeps the CSV."""
+    """One line per epoch (candidate, epoch, loss, accuracy, training images/s); the chief also keeps the CSV.
+
+    Images/s counts the training steps only: validation and the end-of-epoch backup are timed apart
+    (`epoch_seconds` holds whole epochs), so the figure compares across cluster sizes.
+    """
 
     def __init__(self, candidate: str, task: str, images: int, epochs: int, log, csv_path: Optional[Path]):
         super().__init__()
         self.candidate, self.task, self.images, self.epochs, self.log = candidate, task, images, epochs, log
         self.csv_path = csv_path
         self.epoch_seconds: list[float] = []
+        self.train_seconds: list[float] = []
         self.first_epoch: Optional[int] = None
+        self._train_end: Optional[float] = None
 
     def on_epoch_begin(self, epoch, logs=None):
         if self.first_epoch is None:
             self.first_epoch = epoch
             self._keep_csv_rows_before(epoch)
-        self._t0 = time.monotonic()
+        self._t0, self._train_end = time.monotonic(), None
+
+    def on_test_begin(self, logs=None):  # fit's validation pass: the training steps are over
+        if self._train_end is None:
+            self._train_end = time.monotonic()
 
     def on_epoch_end(self, epoch, logs=None):
-        seconds = time.monotonic() - self._t0
-        self.epoch_seconds.append(seconds)
+        now = time.monotonic()
+        self.epoch_seconds.append(now - self._t0)
+        self.train_seconds.append((self._train_end or now) - self._t0)
         logs = {k: float(logs.get(k, float("nan"))) for k in METRICS} if logs else dict.fromkeys(METRICS, float("nan"))
         self.log(f"[{self.task}] {self.candidate} epoch {epoch + 1}/{self.epochs} "
-                 + " ".join(f"{k}={v:.4f}" for k, v in logs.items()) + f" {self.images / max(seconds, 1e-9):.0f} img/s")
+                 + " ".join(f"{k}={v:.4f}" for k, v in logs.items())
+                 + f" {self.images / max(self.train_seconds[-1], 1e-9):.0f} img/s")
         if self.csv_path:
             with self.csv_path.open("a", newline="") as fh:
                 csv.writer(fh).writerow([epoch + 1, *(f"{logs[k]:.6g}" for k in METRICS)])
@@ -133,7 +145,7 @@ def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str,
         "batch_per_replica": trial.batch_per_replica,
         "val_accuracy": float(scores["accuracy"]), "val_loss": float(scores["loss"]),
         "train_seconds": round(train_seconds, 3),
-        "images_per_second": round(data.train_count * epochs_run / max(sum(progress.epoch_seconds), 1e-9), 1),
+        "images_per_second": round(data.train_count * epochs_run / max(sum(progress.train_seconds), 1e-9), 1),
         "epochs": cfg.epochs, "epochs_run": epochs_run, "resumed_from_epoch": resumed,
         "stopped_early": resumed + epochs_run < cfg.epochs, "params": int(model.count_params()), "history": history,
         "confusion_matrix": confusion_matrix(model, val, data.num_classes) if chief else None,
