@@ -87,10 +87,10 @@ results and report).
 Parallel / sync: **{par_med / sync_med:.2f}×** the time.
 
 Why: in sync mode every step of every trial waits for a gRPC all-reduce between the two workers,
-and for models this small on CPU the all-reduce, not the arithmetic, sets the pace (the same effect
-as in `../shared/research` measurements: two CPU workers ran a 1.5 M-parameter CNN at 0.5–0.7× one
-worker). Parallel mode has no collective: each host trains its own trials at full speed. The first
-sync run is slower than the rest (cold caches on a shared machine), hence the spread. With large
+and for models this small on CPU the all-reduce, not the arithmetic, sets the pace (see the
+scaling section: two workers train `small_cnn` at 32 per replica slower than one). Parallel mode
+has no collective: each host trains its own trials at full speed. Sync runs also vary more: every
+step waits for the slower worker, so any disturbance on a shared machine stalls both. With large
 models on GPUs over a fast NIC the balance moves toward sync, which gives every trial the whole
 cluster; parallel wins whenever there are at least as many trials as hosts and each fits one host.
 
@@ -99,4 +99,8 @@ cluster; parallel wins whenever there are at least as many trials as hosts and e
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+    if sys.argv[1:] == ["--report"]:  # re-render docs/benchmarks.md from the last raw results
+        raw = json.loads((DOC.parent / "sync_vs_parallel.json").read_text())
+        report(raw, len(raw["sync"]))
+    else:
+        main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)

@@ -7,13 +7,21 @@
 set -euo pipefail
 base=${1:?usage: fetch-wheels.sh BASE_IMAGE}
 out="$(cd "$(dirname "$0")" && pwd)/wheels"
-rm -rf "$out"; mkdir -p "$out"
-touch "$out/.keep"
-
-if ! docker image inspect "$base" >/dev/null 2>&1; then
+# Every `tfcompose up` in ship mode builds the image, so a repeat must cost nothing: the wheels
+# are reused while the base image (by ID) and this script are unchanged (delete $stamp to refetch).
+stamp="$out.stamp"
+if ! base_id=$(docker image inspect --format '{{.Id}}' "$base" 2>/dev/null); then
+  rm -rf "$out" "$stamp"; mkdir -p "$out"; touch "$out/.keep"
   echo "fetch-wheels: $base is not present locally; the build will install from PyPI" >&2
   exit 0
 fi
+want="$base_id $(sha256sum "$0" | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && ls "$out"/*.whl >/dev/null 2>&1; then
+  echo "fetch-wheels: $(ls "$out"/*.whl | wc -l) wheels for $base already in $out" >&2
+  exit 0
+fi
+rm -rf "$out" "$stamp"; mkdir -p "$out"
+touch "$out/.keep"
 read -r pyver arch tfminor < <(docker run --rm --entrypoint python3 "$base" -c '
 import importlib.metadata as m, platform, sys
 for d in ("tensorflow", "tensorflow-cpu", "tf-nightly"):
@@ -30,4 +38,5 @@ download() {
 download "pyyaml>=6" "pydantic>=2.6" "tensorboard~=$tfminor.0"
 download --no-deps "tf_keras~=$tfminor.0"   # its one dependency, TensorFlow, is the base itself
 ls "$out"/*.whl >/dev/null 2>&1 || { echo "fetch-wheels: no wheel downloaded" >&2; exit 1; }
+echo "$want" > "$stamp"
 echo "fetch-wheels: $(ls "$out"/*.whl | wc -l) wheels in $out" >&2

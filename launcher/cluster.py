@@ -257,7 +257,8 @@ class HostStatus:
     finished_at: str = ""      # Docker's FinishedAt (ISO 8601), to find who failed first
 
 
-PROGRESS_MARKERS = (" epoch ", " done: ", "best: ", "cluster ready", "tfcompose trainer:", "joining a cluster")
+PROGRESS_MARKERS = (" epoch ", " done: ", "best: ", "cluster ready", "tfcompose trainer:", "joining a cluster",
+                    "importing TensorFlow", "first training step done")
 
 
 def host_status(host: Host, conn: Connection, cluster: str, with_line: bool = True) -> HostStatus:

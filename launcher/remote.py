@@ -151,7 +151,12 @@ class Connection:
         except Exception:
             client.close()
             raise
-        client.get_transport().set_keepalive(KEEPALIVE_S)
+        transport = client.get_transport()
+        transport.set_keepalive(KEEPALIVE_S)
+        if isinstance(transport.sock, socket.socket):  # not through a ProxyCommand
+            # Without it, Nagle's algorithm and delayed ACKs hold every short command's reply for
+            # ~40 ms (measured: 82 → 36 ms per command on loopback); OpenSSH sets it too.
+            transport.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return client
 
     def _explain(self, exc: BaseException) -> RemoteError:

@@ -41,6 +41,15 @@ def test_run_put_get_and_quoting(sshd_farm, one_host, tmp_path):
         assert conn.run("exit 3", check=False).status == 3
 
 
+def test_commands_are_not_held_back_by_nagle(sshd_farm, one_host, tmp_path):
+    """TCP_NODELAY on the SSH socket: a short command's reply is not delayed ~40 ms (bench/fanout.py)."""
+    import socket
+    with connect(sshd_farm, tmp_path, one_host) as conn:
+        assert conn.run(["echo", "ok"]).stdout == "ok\n"
+        sock = conn.client.get_transport().sock
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
 def test_failed_command_error_carries_host_command_status_and_stderr_tail(sshd_farm, one_host, tmp_path):
     with connect(sshd_farm, tmp_path, one_host) as conn:
         with pytest.raises(RemoteError) as err:

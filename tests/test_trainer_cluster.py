@@ -59,6 +59,12 @@ def test_two_workers_search_together_and_only_the_chief_writes(trainers, image_f
         assert f"[worker:1] {name} epoch 2/2 loss=" in worker_log
     assert "best: " in chief_log and "best: " not in worker_log
     assert "auto-shard" not in (chief_log + worker_log).lower()
+    # Start-up is visible stage by stage (and bench/startup.py times these lines).
+    first = CANDIDATES.split(",")[0]
+    stages = ["[worker:0] importing TensorFlow", "[worker:0] joining a cluster", "[worker:0] cluster ready",
+              f"[worker:0] {first} first training step done", f"[worker:0] {first} epoch 1/2"]
+    positions = [chief_log.find(s) for s in stages]
+    assert -1 not in positions and positions == sorted(positions), list(zip(stages, positions))
 
 
 def test_single_process_without_tf_config_gives_the_same_artefacts(trainers, image_folder, tmp_path):

@@ -90,6 +90,7 @@ def log(message: str) -> None:
 
 def run(cfg: TrainConfig, info: ClusterInfo) -> int:
     # Imported here: TensorFlow takes seconds to import, bad input should not wait for it.
+    log(f"[{info.task_name}] importing TensorFlow")
     from trainer import data as data_mod, models, strategy as strategy_mod
     from trainer.results import leaderboard, results_doc, write_json_atomic
     from trainer.search import remove_backups, run_search

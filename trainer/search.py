@@ -79,6 +79,26 @@ class EpochProgress(tf.keras.callbacks.Callback):
             csv.writer(fh).writerows([["epoch", *METRICS], *kept])
 
 
+class FirstStepLog(tf.keras.callbacks.Callback):
+    """One line when fit's first step is done: tracing and the first all-reduce make it much
+    slower than the rest, and a user watching the log should see training has begun."""
+
+    _supports_tf_logs = True  # the logs stay tensors: no per-step copy to numpy
+
+    def __init__(self, candidate: str, task: str, log):
+        super().__init__()
+        self.candidate, self.task, self.log, self.done = candidate, task, log, False
+
+    def on_train_begin(self, logs=None):
+        self._t0 = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if not self.done:
+            self.done = True
+            self.log(f"[{self.task}] {self.candidate} first training step done "
+                     f"{time.monotonic() - self._t0:.1f} s after fit began (tracing, first all-reduce)")
+
+
 def tensorboard_callback(log_dir: Path) -> list:
     """TensorBoard logs when the tensorboard package is installed (TF 2.21 no longer requires it)."""
     if importlib.util.find_spec("tensorboard") is None:
@@ -123,7 +143,8 @@ def trial_callbacks(trial: Trial, cfg: TrainConfig, strategy, backups: Path, out
     backup = OwnCopyBackupAndRestore(str(backups / safe_name(trial.name)), strategy)
     stop = [tf.keras.callbacks.EarlyStopping(monitor="val_accuracy", mode="max", patience=cfg.search.patience,
                                              restore_best_weights=True)] if cfg.search.patience else []
-    return [backup, progress, *stop] + tensorboard_callback(out / "tensorboard" / safe_name(trial.name))
+    first = FirstStepLog(trial.name, progress.task, progress.log)
+    return [backup, progress, first, *stop] + tensorboard_callback(out / "tensorboard" / safe_name(trial.name))
 
 
 def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str, chief: bool, log,
