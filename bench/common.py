@@ -13,6 +13,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "benchmarks.md"
 sys.path.insert(0, str(REPO / "tests"))  # the sshd test hosts are reused as benchmark hosts
+IMAGE = "tfcompose-trainer:bench"
+
+
+def build_image() -> str:
+    """Build the bench image from $BASE_IMAGE (`make image`); return the base image's name."""
+    base = os.environ.get("BASE_IMAGE", "tensorflow/tensorflow:latest")
+    subprocess.run(["make", "image", f"BASE_IMAGE={base}", f"IMAGE={IMAGE}"], cwd=REPO, check=True, capture_output=True)
+    return base
 
 
 def machine() -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -23,13 +22,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from common import DOC, REPO, machine, summary, write_section  # noqa: E402
+from common import DOC, IMAGE, build_image, machine, summary, write_section  # noqa: E402
 from conftest import free_ports  # noqa: E402
 from sshd import SshdFarm, write_inventory  # noqa: E402
 
 from launcher import cluster as cluster_mod, inventory  # noqa: E402
 
-IMAGE = "tfcompose-trainer:bench"
 SIZES = (1, 2, 4, 8)
 MODES = {"all at once": None, "--parallel 1": 1}
 STAGES = ("preflight", "push", "image", "start")
@@ -89,8 +87,7 @@ def one_case(farm: SshdFarm, root: Path, hosts, parallel, base: str) -> dict:
 
 
 def main(repeats: int) -> None:
-    base = os.environ.get("BASE_IMAGE", "tensorflow/tensorflow:latest")
-    subprocess.run(["make", "image", f"BASE_IMAGE={base}", f"IMAGE={IMAGE}"], cwd=REPO, check=True, capture_output=True)
+    base = build_image()
     root = Path(tempfile.mkdtemp(prefix="tfc-fanout-"))
     (root / "ssh").mkdir()
     (root / "code").mkdir()
@@ -180,15 +177,15 @@ def report() -> None:
     par = {n: results["all at once"][str(n)] for n in SIZES}
     one, eight = median_of(par[1], "first"), median_of(par[8], "first")
     cpu_one, cpu_eight = median_of(par[1], "first", "cpu_busy_s"), median_of(par[8], "first", "cpu_busy_s")
+    cores = os.cpu_count() or 1
     second_bytes = max(r["second"]["bytes_pushed"] + r["second"]["bytes_image"]
                        for mode in MODES for runs in results[mode].values() for r in runs)
     write_section("fanout", ANALYSIS.format(
         machine=doc["machine"], repeats=repeats, table=table(results), stages=stage_table(results),
         one=one, eight=eight, ratio=eight / one, serial_ratio=median_of(results["--parallel 1"]["8"], "first") / one,
         second_bytes=second_bytes, first_push=summary([r["first"]["bytes_pushed"] for r in par[1]])[0],
-        cpu_per_host=cpu_eight / 8, cpu_one=cpu_one, floor=cpu_eight / (os.cpu_count() or 1),
-        floor_ratio=cpu_eight / (os.cpu_count() or 1) / one, own=median_of(par[8], "first", "launcher_cpu_s"),
-        cores=os.cpu_count()))
+        cpu_per_host=cpu_eight / 8, cpu_one=cpu_one, floor=cpu_eight / cores,
+        floor_ratio=cpu_eight / cores / one, own=median_of(par[8], "first", "launcher_cpu_s"), cores=cores))
 
 
 ANALYSIS = """

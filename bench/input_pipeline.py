@@ -100,7 +100,7 @@ seconds to iterate the training set once.
 |---|---:|---:|---:|---:|
 {chr(10).join(rows)}
 
-Trainer / original: epoch 1 **{first['trainer'][0] / first['original'][0]:.2f}×** the time, cached epochs
+Trainer / original: epoch 1 **{ratio1:.2f}×** the time, cached epochs
 **{steady['trainer'][0] / steady['original'][0]:.2f}×**.
 
 Epoch 1 (reading and decoding the PNGs): {verdict}; both decode in parallel (the trainer with

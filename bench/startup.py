@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -21,9 +22,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from common import DOC, REPO, machine, summary, write_section  # noqa: E402
+from common import DOC, IMAGE, REPO, build_image, machine, summary, write_section  # noqa: E402
 
-IMAGE = "tfcompose-trainer:bench"
 PROJECT = "tfc-bench-startup"
 RAW = DOC.parent / "startup.json"
 # Stage → the log line that ends it (None: the container's StartedAt).
@@ -82,8 +82,7 @@ def drop_page_cache() -> bool:
 
 
 def main(repeats: int) -> None:
-    base = os.environ.get("BASE_IMAGE", "tensorflow/tensorflow:latest")
-    subprocess.run(["make", "image", f"BASE_IMAGE={base}", f"IMAGE={IMAGE}"], cwd=REPO, check=True, capture_output=True)
+    build_image()
     project_dir = Path(tempfile.mkdtemp(prefix="tfc-startup-"))
     (project_dir / "compose").symlink_to(REPO / "compose")
     (project_dir / "runs").mkdir()
@@ -129,7 +128,8 @@ def report() -> None:
 
 
 def key(stage: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in stage.lower()).replace("__", "_").replace("__", "_")
+    """A stage's name as a format field: "Python + config" → python_config."""
+    return re.sub(r"\W+", "_", stage.lower())
 
 
 def plot(stats: dict) -> None:

@@ -6,7 +6,6 @@ two sshd "hosts" on this machine (the same Docker engine, so both modes share it
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -18,11 +17,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from common import DOC, REPO, machine, summary, write_section  # noqa: E402
+from common import DOC, IMAGE, REPO, build_image, machine, summary, write_section  # noqa: E402
 from conftest import free_ports  # noqa: E402
 from sshd import SshdFarm, write_inventory  # noqa: E402
 
-IMAGE = "tfcompose-trainer:bench"
 TRAIN = {"dataset": {"kind": "synthetic", "image_size": [32, 32], "per_class": 64}, "candidates": ["small_cnn", "deep_cnn"],
          "epochs": 3, "batch_per_replica": 16, "join_timeout_s": 120, "search": {"learning_rates": [0.01, 0.001]}}
 
@@ -40,8 +38,7 @@ def up_wait(inv: Path, runs: Path) -> float:
 
 
 def main(repeats: int = 3) -> None:
-    base = os.environ.get("BASE_IMAGE", "tensorflow/tensorflow:latest")
-    subprocess.run(["make", "image", f"BASE_IMAGE={base}", f"IMAGE={IMAGE}"], cwd=REPO, check=True, capture_output=True)
+    base = build_image()
     root = Path(tempfile.mkdtemp(prefix="tfc-bench-"))
     (root / "ssh").mkdir()
     farm = SshdFarm(root / "ssh")

@@ -10,18 +10,18 @@ out="$(cd "$(dirname "$0")" && pwd)/wheels"
 # Every `tfcompose up` in ship mode builds the image, so a repeat must cost nothing: the wheels
 # are reused while the base image (by ID) and this script are unchanged (delete $stamp to refetch).
 stamp="$out.stamp"
-if ! base_id=$(docker image inspect --format '{{.Id}}' "$base" 2>/dev/null); then
-  rm -rf "$out" "$stamp"; mkdir -p "$out"; touch "$out/.keep"
-  echo "fetch-wheels: $base is not present locally; the build will install from PyPI" >&2
-  exit 0
-fi
+base_id=$(docker image inspect --format '{{.Id}}' "$base" 2>/dev/null) || base_id=""
 want="$base_id $(sha256sum "$0" | cut -d' ' -f1)"
-if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && ls "$out"/*.whl >/dev/null 2>&1; then
+if [ -n "$base_id" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && ls "$out"/*.whl >/dev/null 2>&1; then
   echo "fetch-wheels: $(ls "$out"/*.whl | wc -l) wheels for $base already in $out" >&2
   exit 0
 fi
 rm -rf "$out" "$stamp"; mkdir -p "$out"
 touch "$out/.keep"
+if [ -z "$base_id" ]; then
+  echo "fetch-wheels: $base is not present locally; the build will install from PyPI" >&2
+  exit 0
+fi
 read -r pyver arch tfminor < <(docker run --rm --entrypoint python3 "$base" -c '
 import importlib.metadata as m, platform, sys
 for d in ("tensorflow", "tensorflow-cpu", "tf-nightly"):

@@ -1,6 +1,10 @@
 """Image modes at the command boundary (the registry-backed `pull` cannot run here)."""
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+
 from launcher import images
 from launcher.remote import Result
 
@@ -50,7 +54,6 @@ def test_archive_records_the_requested_tag_even_when_the_image_has_several(tmp_p
     """`docker load` on a host recreates the tags in the archive: it must be the one the host looks for."""
     import gzip
     import json as json_
-    import subprocess
     import tarfile as tarfile_
 
     from conftest import docker_ok, require
@@ -72,9 +75,6 @@ def test_archive_records_the_requested_tag_even_when_the_image_has_several(tmp_p
 
 def test_fetch_wheels_reuses_its_wheels_until_the_base_image_changes(tmp_path):
     """Every `up` in ship mode builds the image: a repeat with the same base must not download again."""
-    import shutil
-    import subprocess
-
     from conftest import docker_ok, require
     require(docker_ok(), "no Docker engine answers `docker info`")
     base = "tf-offline-base:cpu"
@@ -90,7 +90,7 @@ def test_fetch_wheels_reuses_its_wheels_until_the_base_image_changes(tmp_path):
     stamp = tmp_path / "docker" / "wheels.stamp"
     stamp.write_text(f"{inspect.stdout.strip()} {script_hash}\n")
     # pip with no index and no config: any download attempt fails at once, leaving the folder empty.
-    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("PIP_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     offline = {**env, "PIP_CONFIG_FILE": "/dev/null", "PIP_NO_INDEX": "1"}
 
     reuse = subprocess.run(["bash", str(script), base], capture_output=True, text=True, env=offline)
