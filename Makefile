@@ -9,7 +9,7 @@ BASE_IMAGE ?= tensorflow/tensorflow:latest
 IMAGE ?= tfcompose-trainer:latest
 PYTEST_ARGS ?=
 
-.PHONY: help venv test sim sim-down image logs validate render preflight status collect cluster-up cluster-down bench clean
+.PHONY: help venv test test-unit sim sim-down image logs validate render preflight status collect cluster-up cluster-down bench clean
 
 help:  ## this list
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -30,6 +30,9 @@ venv: $(BIN)/.installed  ## create .venv with tfcompose and its dev extras
 
 test: venv  ## run the whole test suite (unit + integration: TensorFlow, Docker, sshd)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-unit: venv  ## the fast set: no TensorFlow, no Docker, no sshd (about 20 s)
+	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
 clean:  ## remove the virtualenv, build output and caches
 	rm -rf $(VENV) build .pytest_cache .hypothesis

@@ -26,7 +26,7 @@ from common import DOC, IMAGE, build_image, machine, summary, write_section  # n
 from conftest import free_ports  # noqa: E402
 from sshd import SshdFarm, write_inventory  # noqa: E402
 
-from launcher import cluster as cluster_mod, inventory  # noqa: E402
+from launcher import down, inventory, status, up  # noqa: E402
 
 SIZES = (1, 2, 4, 8)
 MODES = {"all at once": None, "--parallel 1": 1}
@@ -61,7 +61,7 @@ def busy_cpu_seconds() -> float:
 def timed_up(cluster, parallel) -> dict:
     cpu0, own0 = busy_cpu_seconds(), time.process_time()
     clock = StageClock()
-    report = cluster_mod.up(cluster, clock, parallel)
+    report = up.up(cluster, clock, parallel)
     total = time.monotonic() - clock.t0
     cpu, own = busy_cpu_seconds() - cpu0, time.process_time() - own0
     pushed = sum(report.bytes_pushed.values())
@@ -77,12 +77,12 @@ def one_case(farm: SshdFarm, root: Path, hosts, parallel, base: str) -> dict:
     cluster = inventory.load(inv)
     try:
         first = timed_up(cluster, parallel)
-        states = {st.host: st.state for st in cluster_mod.status(cluster)}
+        states = {st.host: st.state for st in status.status(cluster)}
         if set(states.values()) != {"running"}:
             raise SystemExit(f"after up, not every container runs: {states}")
         second = timed_up(cluster, parallel)
     finally:
-        cluster_mod.down(cluster, purge=True)
+        down.down(cluster, with_purge=True)
     return {"first": first, "second": second}
 
 

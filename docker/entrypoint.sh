@@ -4,6 +4,12 @@
 # train.yaml, owned by the SSH user), else of the results folder's parent (the simulation
 # mounts the repository's runs/ there).
 set -eu
+# Under Kubernetes or Slurm, with no TF_CONFIG given: build it from the scheduler's variables
+# (trainer/rank.py), for `run:` scripts as for the trainer.
+if [ -z "${TF_CONFIG:-}" ]; then
+  exports=$(python3 -m trainer.rank) || exit 2
+  eval "$exports"
+fi
 results=${TFC_RESULTS_DIR:-/results}
 owner_of=${TFC_OWNER_OF:-$(dirname "$results")}
 owner=${TFC_OWNER:-$(stat -c %u:%g "$owner_of" 2>/dev/null || echo 0:0)}

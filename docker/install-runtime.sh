@@ -30,6 +30,8 @@ if ls "$wheels"/*.whl >/dev/null 2>&1; then
   # shellcheck disable=SC2086
   $py -m pip install --no-cache-dir --no-index --find-links "$wheels" $need
 else
+  # A CA bundle given as the build secret pip_ca (compose: PIP_CA_FILE) for a TLS-intercepting proxy.
+  if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca; fi
   # shellcheck disable=SC2086
   $py -m pip install --no-cache-dir $need
 fi

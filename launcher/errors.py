@@ -1,32 +1,21 @@
-"""One flat exception family; the CLI turns each into an exit code in one place.
+"""The launcher's errors, on the family shared with the trainer (trainer/errors.py); the CLI turns
+each into an exit code in one place.
 
 Every error that involves a host carries the host, the command, its exit status and the tail of
 its stderr in the message (after invoke's UnexpectedExit and pyinfra's exceptions).
 """
 from __future__ import annotations
 
-from trainer.errors import ExitCode
+from trainer.errors import BadInput, ExitCode, TfcError
 
-__all__ = ["ExitCode", "TfcError", "InventoryError", "RemoteError", "HostKeyError", "ConnectError",
-           "GroupError", "PreflightError", "ClusterFailed"]
+__all__ = ["ExitCode", "TfcError", "BadInput", "InventoryError", "RemoteError", "HostKeyError", "ConnectError",
+           "BadAnswer", "GroupError", "PreflightError", "ClusterFailed", "ImageError"]
 
 STDERR_TAIL_LINES = 8
 
 
-class TfcError(Exception):
-    """Base of every error tfcompose reports to the user without a traceback."""
-
-    exit_code = ExitCode.FAILED
-
-
-class InventoryError(TfcError):
+class InventoryError(BadInput):
     """The inventory is wrong: one line per problem, each naming file:line:col and field."""
-
-    exit_code = ExitCode.BAD_INPUT
-
-    def __init__(self, lines: list[str] | str):
-        self.lines = [lines] if isinstance(lines, str) else list(lines)
-        super().__init__("\n".join(self.lines))
 
 
 def tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
@@ -48,6 +37,10 @@ class RemoteError(TfcError):
         super().__init__(message)
 
 
+class BadAnswer(RemoteError):
+    """A host answered with something tfcompose does not write (broken or tampered with)."""
+
+
 class ConnectError(RemoteError):
     """SSH could not connect or authenticate."""
 
@@ -61,16 +54,15 @@ class HostKeyError(RemoteError):
 class GroupError(TfcError):
     """A step failed on one or more hosts: carries every host's outcome (fabric's GroupException)."""
 
-    def __init__(self, step: str, results: dict):
-        self.step, self.results = step, results
-        self.failures = {h: r for h, r in results.items() if isinstance(r, BaseException)}
-        lines = [f"{step} failed on {len(self.failures)} of {len(results)} host(s):"]
-        lines += ["  " + str(err).replace("\n", "\n  ") for err in self.failures.values()]
+    def __init__(self, step: str, result):
+        self.step, self.result = step, result
+        lines = [f"{step} failed on {len(result.failed)} of {len(result.hosts)} host(s):"]
+        lines += ["  " + str(err).replace("\n", "\n  ") for err in result.failed.values()]
         super().__init__("\n".join(lines))
 
     @property
     def exit_code(self):  # bad input anywhere (a refused host key) is the user's to fix
-        codes = {getattr(e, "exit_code", ExitCode.FAILED) for e in self.failures.values()}
+        codes = {getattr(e, "exit_code", ExitCode.FAILED) for e in self.result.failed.values()}
         return ExitCode.BAD_INPUT if codes == {ExitCode.BAD_INPUT} else ExitCode.FAILED
 
 
@@ -80,3 +72,7 @@ class PreflightError(GroupError):
 
 class ClusterFailed(TfcError):
     """The training job failed: names the host and the tail of its log."""
+
+
+class ImageError(TfcError):
+    """The image could not be built or inspected here."""

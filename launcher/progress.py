@@ -8,6 +8,7 @@ from typing import Protocol
 class Reporter(Protocol):
     def stage(self, host: str, stage: str, detail: str = "") -> None: ...
     def warn(self, host: str | None, message: str) -> None: ...
+    def progress(self, host: str, progress, restarts: int = 0) -> None: ...   # a trainer/progress.Progress
 
 
 class NullReporter:
@@ -15,6 +16,9 @@ class NullReporter:
         pass
 
     def warn(self, host: str | None, message: str) -> None:
+        pass
+
+    def progress(self, host: str, progress, restarts: int = 0) -> None:
         pass
 
 
@@ -33,6 +37,10 @@ class RecordingReporter:
     def warn(self, host: str | None, message: str) -> None:
         with self._lock:
             self.warnings.append((host, message))
+
+    def progress(self, host: str, progress, restarts: int = 0) -> None:
+        with self._lock:
+            self.events.append((host, "progress", f"{progress.trial_index}/{progress.epoch}"))
 
     def stages(self, host: str) -> list[str]:
         return [s for h, s, _ in self.events if h == host]

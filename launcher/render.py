@@ -1,23 +1,19 @@
-"""Render compose files from the templates in compose/templates/ (jinja2).
+"""Render: the plan's facts into files, through the templates in compose/templates/ (jinja2).
 
 The container definition lives once, in `service.yaml.j2`; the simulation's root compose.yaml
-and every cluster host's compose.yaml are renderings of it. Output is byte-stable.
+and every cluster host's compose.yaml are renderings of it. Output is byte-stable. Nothing here
+decides anything: what to render comes from the Plan (plan.py).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-import jinja2
-import yaml
+from launcher import REPO
+from launcher.plan import Plan, expect_gpus
 
-from launcher import inventory
-from trainer import trials
-
-REPO = Path(__file__).resolve().parent.parent
 TEMPLATES = REPO / "compose" / "templates"
 TF_PORT = 2222
 STOP_GRACE = "5s"
@@ -51,7 +47,8 @@ class ServiceSpec:
     restart: str = "no"
 
 
-def environment() -> jinja2.Environment:
+def environment():
+    import jinja2
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=False, autoescape=False)
     # Compact, key-order-preserving JSON: valid YAML scalars and flow sequences.
@@ -107,54 +104,6 @@ def render_simulation() -> str:
 
 # --- a cluster host ---------------------------------------------------------------------------
 
-def run_id(cluster) -> str:
-    """A content hash of the inventory (and of `run:` code): the same inventory is the same run."""
-    doc = {"spec": cluster.spec.model_dump(mode="json"), "code": code_hash(cluster),
-           "hosts": [vars(h) | {"identity_file": None} for h in cluster.hosts]}
-    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-def code_hash(cluster) -> str:
-    """Hash of every file under run.code_dir (names and bytes); empty without `run:`."""
-    folder = inventory.code_dir(cluster)
-    if folder is None or not folder.is_dir():
-        return ""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
-def container_image(cluster) -> str:
-    """The image the containers run: `image`, or with `run:` the code layer built on top of it."""
-    if cluster.spec.run is None:
-        return cluster.spec.image
-    repo = cluster.spec.image.rsplit(":", 1)[0] if ":" in cluster.spec.image.rsplit("/", 1)[-1] else cluster.spec.image
-    return f"{repo}:run-{code_hash(cluster)[:12]}"
-
-
-def parallel(cluster) -> bool:
-    return cluster.spec.run is None and cluster.spec.training.search.mode == "parallel"
-
-
-def placement(cluster) -> dict[str, list[str]]:
-    """search.mode parallel: which trials each host trains (balanced by parameters × images)."""
-    cfg = cluster.spec.training
-    channels = 1 if cfg.dataset.color_mode == "grayscale" else 3
-    classes = cfg.dataset.classes if cfg.dataset.kind == "synthetic" else 2  # the head barely matters
-    return trials.place(trials.expand(cfg, only=False), [h.name for h in cluster.hosts], cfg, channels, classes)
-
-
-def train_config(cluster, host=None):
-    """The trainer's config on a host: the inventory's, the backup in its own mount, and in
-    parallel mode only that host's share of the trials."""
-    cfg = cluster.spec.training
-    update = {} if cfg.backup_dir else {"backup_dir": "/backup"}
-    if host is not None and parallel(cluster):
-        update["search"] = cfg.search.model_copy(update={"only": placement(cluster)[host.name]})
-    return cfg.model_copy(update=update) if update else cfg
-
-
 def task_environment(cluster, host, run: str, results_dir: str) -> dict[str, str]:
     """TF_CONFIG and plain variables a script can use without parsing JSON (like SkyPilot's)."""
     return {"TF_CONFIG": tf_config([h.tf_address for h in cluster.hosts], host.index),
@@ -171,20 +120,22 @@ def gpu_request(gpus) -> Optional[GpuRequest]:
     return GpuRequest(count=gpus)
 
 
-def expect_gpus(gpus) -> str:
-    return ",".join(map(str, gpus)) if isinstance(gpus, list) else str(gpus)
+def literal(value: str) -> str:
+    """A value compose must pass on byte for byte: compose interpolates `$`, `$$` is a literal `$`."""
+    return value.replace("$", "$$")
 
 
-def host_service(cluster, host, run: str) -> ServiceSpec:
-    user = cluster.spec.run
-    results_dir = user.results_dir if user else train_config(cluster).results_dir
+def host_service(plan: Plan, host) -> ServiceSpec:
+    cluster, user = plan.cluster, plan.cluster.spec.run
+    results_dir = user.results_dir if user else plan.train_config().results_dir
     config = "/config/run.yaml" if user else "/config/train.yaml"
-    env = {**task_environment(cluster, host, run, results_dir), "TFC_EXPECT_GPUS": expect_gpus(host.gpus),
+    gpus = plan.gpus(host)
+    env = {**task_environment(cluster, host, plan.run_id, results_dir), "TFC_EXPECT_GPUS": expect_gpus(gpus),
            "TFC_OWNER_OF": config}
-    if parallel(cluster):  # every host trains alone: no shared cluster
+    if plan.parallel:  # every host trains alone: no shared cluster
         del env["TF_CONFIG"]
-    if host.nic:
-        env["NCCL_SOCKET_IFNAME"] = host.nic
+    if plan.nic(host):
+        env["NCCL_SOCKET_IFNAME"] = plan.nic(host)
     volumes = [f"./{config.rsplit('/', 1)[1]}:{config}:ro"]
     if host.data_dir:
         volumes.append(f"{host.data_dir}:/data:ro")
@@ -193,22 +144,22 @@ def host_service(cluster, host, run: str) -> ServiceSpec:
         env.update(user.env)
         command = list(user.command)
     else:
-        volumes.append(f"./backup:{train_config(cluster).backup_dir}")
+        volumes.append(f"./backup:{plan.train_config().backup_dir}")
         command = ["python3", "-m", "trainer", "--config", config]
     retries = cluster.spec.defaults.restart_retries
     return ServiceSpec(
-        name=host.name, image=container_image(cluster), command=command,
-        environment=env, volumes=volumes,
-        labels={"tfcompose.cluster": cluster.name, "tfcompose.host": host.name, "tfcompose.run": run},
-        network_mode="host", gpus=gpu_request(host.gpus),
+        name=host.name, image=plan.container_image, command=[literal(c) for c in command],
+        environment={k: literal(v) for k, v in env.items()}, volumes=[literal(v) for v in volumes],
+        labels={"tfcompose.cluster": cluster.name, "tfcompose.host": host.name, "tfcompose.run": plan.run_id},
+        network_mode="host", gpus=gpu_request(gpus),
         shm_size=None if host.shm_size == "host" else host.shm_size, ipc="host" if host.shm_size == "host" else None,
-        nccl_ulimits=host.gpus != 0, restart=f"on-failure:{retries}" if retries else "no")
+        nccl_ulimits=gpus != 0, restart=f"on-failure:{retries}" if retries else "no")
 
 
-def render_host(cluster, host, run: str | None = None) -> dict[str, str]:
+def render_host(plan: Plan, host) -> dict[str, str]:
     """The files of one host's bundle, name → text."""
-    run = run or run_id(cluster)
-    spec = host_service(cluster, host, run)
+    import yaml
+    cluster, spec = plan.cluster, host_service(plan, host)
     compose = environment().get_template("host.yaml.j2").render(
         cluster=cluster.name, host=host, workers=len(cluster.hosts), service=spec)
     tf_conf = (json.dumps(json.loads(spec.environment["TF_CONFIG"]), indent=2) + "\n" if "TF_CONFIG" in spec.environment
@@ -220,24 +171,34 @@ def render_host(cluster, host, run: str | None = None) -> dict[str, str]:
                                            + yaml.safe_dump(cluster.spec.run.model_dump(mode="json"), sort_keys=False))
     else:
         config_name, config = "train.yaml", ("# The trainer's configuration on this host (from the inventory's `train:` section).\n"
-                                             + yaml.safe_dump(train_config(cluster, host).model_dump(mode="json"), sort_keys=False))
+                                             + yaml.safe_dump(plan.train_config(host).model_dump(mode="json"), sort_keys=False))
     return {"compose.yaml": compose, "tf_config.json": tf_conf, config_name: config, ".env": dotenv}
 
 
-def render_cluster(cluster) -> dict[str, dict[str, str]]:
-    run = run_id(cluster)
-    return {host.name: render_host(cluster, host, run) for host in cluster.hosts}
+def render_cluster(plan: Plan) -> dict[str, dict[str, str]]:
+    return {host.name: render_host(plan, host) for host in plan.cluster.hosts}
 
 
-def write_bundles(cluster, out_dir: Path) -> list[Path]:
+def write_bundles(plan: Plan, out_dir: Path) -> list[Path]:
     """Write build/<cluster>/<host>/{compose.yaml, tf_config.json, train.yaml, .env}."""
+    return [path for host, files in render_cluster(plan).items()
+            for path in write_folder(Path(out_dir) / plan.cluster.name / host, files, out_dir)]
+
+
+def write_folder(folder: Path, files: dict[str, str], out_dir: Path) -> list[Path]:
+    """Each file under a temporary name, then renamed: no half file under a final name."""
+    from trainer.errors import BadInput
     written = []
-    for host, files in render_cluster(cluster).items():
-        folder = Path(out_dir) / cluster.name / host
+    try:
         folder.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
-            (folder / name).write_text(text)
+            tmp = folder / f".{name}.tfc-part"
+            tmp.write_text(text)
+            tmp.replace(folder / name)
             written.append(folder / name)
+    except OSError as exc:
+        raise BadInput(f"{out_dir}: cannot write {exc.filename or folder} ({exc.strerror or exc}). "
+                       "Expected a folder you can write (--output).") from None
     return written
 
 

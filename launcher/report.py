@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import csv
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,11 +17,7 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from launcher.errors import InventoryError, TfcError  # noqa: E402
-
-
-class ReportError(TfcError):
-    exit_code = InventoryError.exit_code  # a folder without results is bad input
+from trainer.results import load as load_results  # noqa: E402  (the results.json owner)
 
 
 @dataclass
@@ -33,40 +28,44 @@ class Report:
     doc: dict
 
 
-def load_results(folder: Path) -> dict:
-    path = Path(folder) / "results.json"
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ReportError(f"{path}: cannot read results ({exc}). Expected a run folder from `tfcompose collect` "
-                          "or the simulation's runs/local.") from None
-    if doc.get("schema") != 1 or not doc.get("candidates"):
-        raise ReportError(f"{path}: Received no candidates. Expected a tfcompose results.json (schema 1).")
-    return doc
-
-
 def ranked(doc: dict) -> list[dict]:
     return sorted(doc["candidates"], key=lambda r: (-r["val_accuracy"], r["val_loss"]))
 
 
 def history(folder: Path, record: dict) -> list[dict]:
+    """The trial's per-epoch rows; a file that is not the CSV the trainer writes gives none."""
     path = folder / record.get("history", "")
-    return list(csv.DictReader(path.open())) if path.is_file() else []
+    if not record.get("history") or not path.is_file() or path.is_symlink():
+        return []
+    try:
+        with path.open(encoding="utf-8", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        for row in rows:
+            int(row["epoch"]), float(row["accuracy"]), float(row["val_accuracy"])
+        return rows
+    except (OSError, ValueError, KeyError, TypeError, csv.Error):
+        return []
 
 
 def plot_leaderboard(rows: list[dict], out: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(9, 0.6 * len(rows) + 1.5))
+    width, height = 12.0, 0.6 * len(rows) + 1.5
+    fig, ax = plt.subplots(figsize=(width, height))
     names = [r["candidate"] for r in rows][::-1]
     values = [r["val_accuracy"] for r in rows][::-1]
     bars = ax.barh(names, values, color=["#2a9d8f" if i == len(rows) - 1 else "#8ab17d" for i in range(len(rows))])
     for bar, r in zip(bars, rows[::-1]):
-        ax.text(bar.get_width() + 0.01, bar.get_y() + bar.get_height() / 2,
-                f"{r['val_accuracy']:.3f}  loss {r['val_loss']:.3f}  {r['train_seconds']:.0f} s  "
-                f"{r['images_per_second']:.0f} img/s  {r['params'] / 1e6:.2f} M params", va="center", fontsize=8)
-    ax.set_xlim(0, 1.9)
+        # The figures stand in the margin right of the axis, which ends at 1.0 (accuracy's own end).
+        ax.annotate(f"{r['val_accuracy']:.3f}  loss {r['val_loss']:.3f}  {r['train_seconds']:.0f} s  "
+                    f"{r['images_per_second']:.0f} img/s  {r['params'] / 1e6:.2f} M params",
+                    xy=(1.0, bar.get_y() + bar.get_height() / 2), xycoords=("axes fraction", "data"),
+                    xytext=(6, 0), textcoords="offset points", va="center", fontsize=8, annotation_clip=False)
+    ax.set_xlim(0, 1.0)
+    # Room in inches for the trial names (left), the notes (right), title and axis label.
+    label = max(len(n) for n in names) * 0.085 + 0.3
+    fig.subplots_adjust(left=label / width, right=1 - 3.8 / width, bottom=0.6 / height, top=1 - 0.45 / height)
     ax.set_xlabel("validation accuracy")
     ax.set_title("Leaderboard (best at the top)")
-    return _save(fig, out / "leaderboard.png")
+    return _save(fig, out / "leaderboard.png", layout=False)
 
 
 def plot_curves(folder: Path, rows: list[dict], out: Path) -> Path:
@@ -91,7 +90,8 @@ def plot_curves(folder: Path, rows: list[dict], out: Path) -> Path:
 
 def plot_confusion(record: dict, classes: list[str], out: Path) -> Path | None:
     matrix = record.get("confusion_matrix")
-    if not matrix:
+    if not (isinstance(matrix, list) and 0 < len(matrix) <= 100 and all(
+            isinstance(row, list) and len(row) == len(matrix) and all(isinstance(c, int) for c in row) for row in matrix)):
         return None
     fig, ax = plt.subplots(figsize=(1.2 * len(matrix) + 2.5, 1.0 * len(matrix) + 2))
     image = ax.imshow(matrix, cmap="Blues")
@@ -109,8 +109,9 @@ def plot_confusion(record: dict, classes: list[str], out: Path) -> Path | None:
     return _save(fig, out / "confusion_matrix.png")
 
 
-def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
+def _save(fig, path: Path, layout: bool = True) -> Path:
+    if layout:
+        fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

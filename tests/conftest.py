@@ -13,6 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+DATA = Path(__file__).resolve().parent / "data"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 

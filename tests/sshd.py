@@ -32,13 +32,15 @@ class FakeHost:
     workdir: Path
     host_key: Path
     proc: subprocess.Popen
+    address: str = "127.0.0.1"
 
     def public_host_key(self) -> str:
         return self.host_key.with_suffix(".pub").read_text().split()[:2]
 
     def known_hosts_line(self) -> str:
         kind, b64 = self.public_host_key()
-        return f"[127.0.0.1]:{self.port} {kind} {b64}\n"
+        name = self.address if self.port == 22 else f"[{self.address}]:{self.port}"  # as OpenSSH writes it
+        return f"{name} {kind} {b64}\n"
 
 
 class SshdFarm:
@@ -53,14 +55,16 @@ class SshdFarm:
         with (self.root / "authorized_keys").open("a") as fh:
             fh.write(public_key_file.read_text())
 
-    def start(self, name: str, port: int, tf_port: int, env: dict[str, str] | None = None) -> FakeHost:
+    def start(self, name: str, port: int, tf_port: int, env: dict[str, str] | None = None,
+              address: str = "127.0.0.1", netns: str | None = None) -> FakeHost:
+        """An sshd on address:port; in network namespace `netns` when given (a host of its own)."""
         folder = self.root / name
         folder.mkdir()
         host_key = keygen(folder / "host_key")
         workdir = folder / "work"
         workdir.mkdir()
         config = folder / "sshd_config"
-        lines = [f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {host_key}", f"PidFile {folder}/sshd.pid",
+        lines = [f"Port {port}", f"ListenAddress {address}", f"HostKey {host_key}", f"PidFile {folder}/sshd.pid",
                  f"AuthorizedKeysFile {self.root}/authorized_keys", "PasswordAuthentication no",
                  "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password", "StrictModes no",
                  "UsePAM no", "Subsystem sftp internal-sftp", "LogLevel ERROR"]
@@ -70,10 +74,11 @@ class SshdFarm:
         config.write_text("\n".join(lines) + "\n")
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege-separation dir
         log = open(folder / "sshd.log", "w")
-        proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=log, stderr=subprocess.STDOUT,
+        prefix = ["ip", "netns", "exec", netns] if netns else []
+        proc = subprocess.Popen([*prefix, SSHD, "-D", "-e", "-f", str(config)], stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-        wait_for_port(port, proc, folder / "sshd.log")
-        host = FakeHost(name, port, tf_port, workdir, host_key, proc)
+        wait_for_port(port, proc, folder / "sshd.log", address)
+        host = FakeHost(name, port, tf_port, workdir, host_key, proc, address)
         self.hosts.append(host)
         return host
 
@@ -91,13 +96,13 @@ class SshdFarm:
             host.proc.wait()
 
 
-def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float = 10) -> None:
+def wait_for_port(port: int, proc: subprocess.Popen, log: Path, address: str = "127.0.0.1", timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"sshd exited: {log.read_text()[-2000:]}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            with socket.create_connection((address, port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.1)
@@ -117,7 +122,7 @@ def write_inventory(farm: SshdFarm, path: Path, cluster: str, hosts: list[FakeHo
                 "connect_timeout_s": 5},
         "defaults": {"gpus": 0, "shm_size": "256m", "restart_retries": 0},
         **({} if "run" in top else {"train": train or {}}),
-        "hosts": [{"name": h.name, "address": "127.0.0.1", "ssh_port": h.port, "tf_port": h.tf_port,
+        "hosts": [{"name": h.name, "address": h.address, "ssh_port": h.port, "tf_port": h.tf_port,
                    "workdir": str(h.workdir)} for h in hosts] + (extra_hosts or []),
         **top,
     }

@@ -6,23 +6,21 @@ trainer would reject is rejected before anything starts on any host.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Annotated, Any, List, Literal, Optional, Tuple
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
+from trainer import yamlfile
 from trainer.errors import ConfigError
-from trainer.validation import InvalidInput, StrictFloatT, StrictIntT, field, read_utf8, validate, yaml_problem
+from trainer.validation import StrictFloatT, StrictIntT, StrictModel as _Strict, field, validate
 
 CANDIDATE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?$"
 
 
 CandidateName = Annotated[str, StringConstraints(pattern=CANDIDATE_PATTERN, max_length=200)]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+# The registry's names (trainer/models.py checks it holds exactly these): known without TensorFlow,
+# so a misspelt candidate fails at `validate`, not after the cluster formed.
+BUILTIN_CANDIDATES = ("small_cnn", "deep_cnn", "vgg16", "resnet50")
 
 
 class DatasetConfig(_Strict):
@@ -77,7 +75,8 @@ class TrainConfig(_Strict):
     dataset: DatasetConfig = field(DatasetConfig(), expected="a mapping")
     # Architectures to compare: registry names or `module:function` import paths.
     candidates: List[CandidateName] = field(["small_cnn"], min_length=1, expected=(
-        "a non-empty list of candidate names like 'small_cnn' or 'package.module:function', each once"))
+        "a non-empty list of candidate names like 'small_cnn' or 'package.module:function', each once; "
+        "built in: " + ", ".join(BUILTIN_CANDIDATES)))
     # Search space, early stopping, and sync or parallel placement of the trials.
     search: SearchConfig = field(SearchConfig(), expected="a mapping")
     # Passes over the training set per candidate.
@@ -110,31 +109,27 @@ class TrainConfig(_Strict):
 
     @field_validator("candidates")
     @classmethod
-    def _each_once(cls, names):
+    def _each_once_and_known(cls, names):
         if len(set(names)) != len(names):
             raise ValueError("each candidate named once")
+        unknown = [n for n in names if ":" not in n and n not in BUILTIN_CANDIDATES]
+        if unknown:
+            raise ValueError(f"a built-in candidate ({', '.join(BUILTIN_CANDIDATES)}) or an import path like "
+                             f"'my_models:build', not {unknown[0]!r}")
         return names
 
 
 def parse_yaml(text: str, where: str) -> Any:
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(yaml_problem(exc, where)) from None
+    return yamlfile.parse(text, where, ConfigError).data
 
 
 def read_config_file(path: str | os.PathLike) -> dict:
-    p = Path(path)
-    try:
-        text = read_utf8(p, "the config file")
-    except InvalidInput as exc:
-        raise ConfigError(exc.lines) from None
-    data = parse_yaml(text, str(p))
-    if data is None:
+    doc = yamlfile.load(path, "the config file", ConfigError)
+    if doc.data is None:
         return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{p}: (top level): Received {type(data).__name__}. Expected a mapping of settings.")
-    return data
+    if not isinstance(doc.data, dict):
+        raise ConfigError(f"{path}: (top level): Received {type(doc.data).__name__}. Expected a mapping of settings.")
+    return doc.data
 
 
 def apply_override(data: dict, dotted: str, value: Any) -> dict:
@@ -164,7 +159,4 @@ def load_config(path: str | None, overrides: list[tuple[str, Any]] = ()) -> Trai
     data = read_config_file(path) if path else {}
     for dotted, value in overrides:
         data = apply_override(data, dotted, value)
-    try:
-        return validate(TrainConfig, data, where=path or "config")
-    except InvalidInput as exc:
-        raise ConfigError(exc.lines) from None
+    return validate(TrainConfig, data, where=path or "config", error=ConfigError)

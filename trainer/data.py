@@ -7,7 +7,7 @@ and TensorFlow would otherwise fall back to DATA with a warning on every worker.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +33,7 @@ class Data:
     val_labels: np.ndarray  # in the order `val` yields them (not shuffled), for a confusion matrix
 
     seed: int = 0
+    skipped: list[str] = field(default_factory=list)   # files that could not be decoded, left out
 
     @property
     def num_classes(self) -> int:
@@ -113,11 +114,41 @@ def _image_folder(cfg: DatasetConfig, channels: int, seed: int) -> Data:
         train_paths, train_labels = paths, labels
     else:
         (train_paths, train_labels), (val_paths, val_labels) = split_validation(paths, labels, cfg.validation_split, seed)
+    skipped = undecodable(train_paths + val_paths, channels)
+    if skipped:
+        train_paths, train_labels = _without(train_paths, train_labels, skipped)
+        val_paths, val_labels = _without(val_paths, val_labels, skipped)
+        if not train_paths or not val_paths:
+            raise DataError(f"dataset: none of the images of {'train' if not train_paths else 'validation'} can be "
+                            f"decoded (first: {skipped[0]}). Expected PNG, JPEG, BMP or GIF files.")
     decode = _decoder(cfg.image_size, channels)
     train = tf.data.Dataset.from_tensor_slices((train_paths, train_labels)).map(decode, tf.data.AUTOTUNE).cache()
     val = tf.data.Dataset.from_tensor_slices((val_paths, val_labels)).map(decode, tf.data.AUTOTUNE).cache()
     h, w = cfg.image_size
-    return Data(train, val, (h, w, channels), names, len(train_paths), len(val_paths), np.asarray(val_labels), seed)
+    return Data(train, val, (h, w, channels), names, len(train_paths), len(val_paths), np.asarray(val_labels), seed,
+                skipped)
+
+
+def undecodable(paths: list[str], channels: int) -> list[str]:
+    """The files TensorFlow cannot decode, found in one parallel pass before training. Every worker
+    finds the same ones, so the workers' datasets stay identical for DATA sharding."""
+    if not paths:
+        return []
+    names = tf.constant(paths)
+
+    def probe(i):
+        image = tf.io.decode_image(tf.io.read_file(names[i]), channels=channels, expand_animations=False)
+        return i, tf.shape(image)[0]  # using the image keeps the decode from being pruned
+
+    ok = tf.data.Dataset.range(len(paths)).map(probe, tf.data.AUTOTUNE).ignore_errors()
+    good = {int(i) for i, _ in ok.as_numpy_iterator()}
+    return [p for i, p in enumerate(paths) if i not in good]
+
+
+def _without(paths: list[str], labels: list[int], skipped: list[str]) -> tuple[list[str], list[int]]:
+    gone = set(skipped)
+    kept = [(p, label) for p, label in zip(paths, labels) if p not in gone]
+    return [p for p, _ in kept], [label for _, label in kept]
 
 
 def _decoder(size: tuple[int, int], channels: int):

@@ -1,4 +1,9 @@
-"""Exit codes (one enum for the trainer and the launcher) and the trainer's exceptions."""
+"""One error family and one exit-code enum for the trainer and the launcher.
+
+The trainer runs inside the image without the launcher, so the family lives here; the launcher's
+errors (launcher/errors.py) derive from it. Every front end (the CLI, `python -m trainer`) maps
+an error to its exit code in one place: `exit_code`.
+"""
 from __future__ import annotations
 
 import enum
@@ -11,14 +16,15 @@ class ExitCode(enum.IntEnum):
     INTERRUPTED = 130
 
 
-class TrainerError(Exception):
-    """Base of every error the trainer reports as one line; `exit_code` says how it ends."""
+class TfcError(Exception):
+    """Base of every error tfcompose reports to the user without a traceback."""
 
     exit_code = ExitCode.FAILED
 
 
-class ConfigError(TrainerError):
-    """Bad configuration, flags or TF_CONFIG: nothing was trained."""
+class BadInput(TfcError):
+    """Bad input: one line per problem, each naming the file (and line), the field and what was
+    expected. Nothing was started."""
 
     exit_code = ExitCode.BAD_INPUT
 
@@ -27,11 +33,13 @@ class ConfigError(TrainerError):
         super().__init__("\n".join(self.lines))
 
 
-class DataError(TrainerError):
+class ConfigError(BadInput):
+    """Bad trainer configuration, flags or TF_CONFIG: nothing was trained."""
+
+
+class DataError(BadInput):
     """The dataset is missing, empty or unreadable."""
 
-    exit_code = ExitCode.BAD_INPUT
 
-
-class ClusterError(TrainerError):
+class ClusterError(TfcError):
     """The cluster did not form, lost a peer, or lacks the devices it was promised."""

@@ -11,8 +11,9 @@ import os
 import sys
 from pathlib import Path
 
+from trainer import rank
 from trainer.config import TrainConfig, env_overrides, load_config, parse_yaml
-from trainer.errors import ConfigError, ExitCode, TrainerError
+from trainer.errors import ConfigError, ExitCode, TfcError
 from trainer.tfconfig import ClusterInfo, is_chief, parse_tf_config
 from trainer.trials import expand
 
@@ -54,12 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         cfg = load_config(args.config, overrides_from(args))
+        rank.apply(os.environ)  # Kubernetes or Slurm: TF_CONFIG from the scheduler's variables
         info = parse_tf_config(os.environ.get("TF_CONFIG"))
         if cfg.search.mode == "parallel" and info.is_multi_worker:
             raise ConfigError(f"search.mode: Received 'parallel' with {info.num_workers} tasks in TF_CONFIG. Expected no "
                       "TF_CONFIG: in parallel mode each host trains its own trials alone.")
         return run(cfg, info)
-    except TrainerError as exc:
+    except TfcError as exc:
         if args.debug:
             raise
         for line in str(exc).splitlines():
@@ -109,9 +111,12 @@ def run(cfg: TrainConfig, info: ClusterInfo) -> int:
     models.check_min_size(cfg.candidates, data.input_shape)
     log(f"[{info.task_name}] data: {data.train_count} training and {data.val_count} validation images, "
         f"{data.num_classes} classes, input {data.input_shape}")
+    if data.skipped:
+        log(f"[{info.task_name}] data: skipped {len(data.skipped)} file(s) that cannot be decoded: "
+            + ", ".join(data.skipped[:10]) + (" …" if len(data.skipped) > 10 else ""))
     state = run_search(cfg, info.task_name, strategy, data, chief, log)
     if chief:
-        doc = results_doc(state, info.num_workers or 1, replicas, data, started)
+        doc = results_doc(state, info.num_workers or 1, replicas, data, started, cfg.search.mode)
         write_json_atomic(Path(cfg.results_dir) / "results.json", doc)
         log("\n" + leaderboard(state.done))
         log(f"best: {doc['best']['candidate']} (val_accuracy {doc['best']['val_accuracy']:.4f}); "

@@ -24,6 +24,7 @@ from trainer.backup import OwnCopyBackupAndRestore, SearchState
 from trainer.config import TrainConfig
 from trainer.data import Data
 from trainer.errors import ConfigError
+from trainer.progress import Tracker
 from trainer.results import safe_name, write_dir
 from trainer.trials import Trial, expand
 
@@ -37,10 +38,11 @@ class EpochProgress(tf.keras.callbacks.Callback):
     (`epoch_seconds` holds whole epochs), so the figure compares across cluster sizes.
     """
 
-    def __init__(self, candidate: str, task: str, images: int, epochs: int, log, csv_path: Optional[Path]):
+    def __init__(self, candidate: str, task: str, images: int, epochs: int, log, csv_path: Optional[Path],
+                 tracker: Optional[Tracker] = None, trial_index: int = 1):
         super().__init__()
         self.candidate, self.task, self.images, self.epochs, self.log = candidate, task, images, epochs, log
-        self.csv_path = csv_path
+        self.csv_path, self.tracker, self.trial_index = csv_path, tracker, trial_index
         self.epoch_seconds: list[float] = []
         self.train_seconds: list[float] = []
         self.first_epoch: Optional[int] = None
@@ -67,6 +69,9 @@ class EpochProgress(tf.keras.callbacks.Callback):
         if self.csv_path:
             with self.csv_path.open("a", newline="") as fh:
                 csv.writer(fh).writerow([epoch + 1, *(f"{logs[k]:.6g}" for k in METRICS)])
+        if self.tracker:
+            self.tracker.epoch_done(self.trial_index, self.candidate, epoch + 1, self.epochs, self.epoch_seconds[-1],
+                                    self.images / max(self.train_seconds[-1], 1e-9), logs)
 
     def _keep_csv_rows_before(self, epoch: int) -> None:
         """A resumed candidate keeps the epochs it had finished; a fresh one starts a new file."""
@@ -131,7 +136,7 @@ def compile_candidate(name: str, learning_rate: float, cfg: TrainConfig, data: D
 
 
 def confusion_matrix(model: tf.keras.Model, val: tf.data.Dataset, classes: int) -> list[list[int]]:
-    """Rows: true class, columns: predicted. A plain forward pass, no collective: any one worker may run it."""
+    """Rows: true class, columns: predicted. Every worker must run it (see train_trial)."""
     matrix = np.zeros((classes, classes), dtype=int)
     for x, y in val:
         predicted = np.argmax(model(x, training=False).numpy(), axis=-1)
@@ -148,18 +153,20 @@ def trial_callbacks(trial: Trial, cfg: TrainConfig, strategy, backups: Path, out
 
 
 def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str, chief: bool, log,
-                backups: Path) -> Outcome:
+                backups: Path, tracking: tuple[Optional[Tracker], int] = (None, 1)) -> Outcome:
     tf.keras.utils.set_random_seed(cfg.seed)  # the same initial weights on every worker
     model = compile_candidate(trial.candidate, trial.learning_rate, cfg, data, strategy)
     train, val = data.batches(trial.batch_per_replica * strategy.num_replicas_in_sync)
     history = f"history/{safe_name(trial.name)}.csv"
     with write_dir(Path(cfg.results_dir), chief) as out:
-        progress = EpochProgress(trial.name, task, data.train_count, cfg.epochs, log, out / history if chief else None)
+        progress = EpochProgress(trial.name, task, data.train_count, cfg.epochs, log, out / history if chief else None,
+                                 *tracking)
         callbacks = trial_callbacks(trial, cfg, strategy, backups, out, progress)
         started = time.monotonic()
         model.fit(train, validation_data=val, epochs=cfg.epochs, callbacks=callbacks, verbose=0)
         train_seconds = time.monotonic() - started
         scores = model.evaluate(val, verbose=0, return_dict=True)
+        matrix = confusion_matrix(model, val, data.num_classes)
     epochs_run, resumed = len(progress.epoch_seconds), callbacks[0].restored_epoch + 1
     record = {
         "candidate": trial.name, "architecture": trial.candidate, "learning_rate": trial.learning_rate,
@@ -169,7 +176,10 @@ def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str,
         "images_per_second": round(data.train_count * epochs_run / max(sum(progress.train_seconds), 1e-9), 1),
         "epochs": cfg.epochs, "epochs_run": epochs_run, "resumed_from_epoch": resumed,
         "stopped_early": resumed + epochs_run < cfg.epochs, "params": int(model.count_params()), "history": history,
-        "confusion_matrix": confusion_matrix(model, val, data.num_classes) if chief else None,
+        # Every worker runs it, the chief keeps it: reading batch normalisation's moving statistics
+        # (sync-on-read variables) is an all-reduce under MWMS, so one worker alone would hang or
+        # mismatch the others' next collective (measured: "Shape mismatch in the collective").
+        "confusion_matrix": matrix if chief else None,
     }
     log(f"[{task}] {trial.name} done: val_accuracy={record['val_accuracy']:.4f} val_loss={record['val_loss']:.4f} "
         f"in {train_seconds:.1f} s" + (f" (resumed at epoch {resumed + 1})" if resumed else "")
@@ -203,14 +213,16 @@ def run_search(cfg: TrainConfig, task: str, strategy, data: Data, chief: bool, l
         log(f"[{task}] resuming (start {state.starts}): {len(state.done)} candidate(s) already finished: "
             + ", ".join(r["candidate"] for r in state.done))
     best = max((r["val_accuracy"] for r in state.done), default=None)
-    for trial in trials[len(state.done):]:
-        outcome = train_trial(trial, cfg, data, strategy, task, chief, log, backup_root(cfg, task))
+    tracker = Tracker(Path(cfg.results_dir), task, len(trials), restarts=state.starts - 1)
+    for index, trial in enumerate(trials[len(state.done):], start=len(state.done) + 1):
+        outcome = train_trial(trial, cfg, data, strategy, task, chief, log, backup_root(cfg, task), (tracker, index))
         outcome.record["start"] = state.starts
         if best is None or outcome.record["val_accuracy"] > best:  # the same decision on every worker
             save_best(outcome.model, cfg, chief)
             best, state.best_model = outcome.record["val_accuracy"], trial.name
         state.done.append(outcome.record)
         state.save()
+    tracker.finished()
     return state
 
 

@@ -49,14 +49,22 @@ def is_chief(info: ClusterInfo) -> bool:
     return info.task_type == "worker" and info.task_index == 0 and "chief" not in info.cluster
 
 
+MAX_TF_CONFIG = 1 << 20
+
+
 def parse_tf_config(raw: str | None) -> ClusterInfo:
     """Parse TF_CONFIG; absent or empty means a single worker."""
     if raw is None or not raw.strip():
         return ClusterInfo()
+    if len(raw) > MAX_TF_CONFIG:
+        raise ConfigError(f"TF_CONFIG: Received {len(raw):,} characters. Expected at most {MAX_TF_CONFIG:,} "
+                          "(a cluster of hosts and ports).")
     try:
         doc = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"TF_CONFIG: not valid JSON ({exc.msg} at character {exc.pos}).") from None
+    except RecursionError:
+        raise ConfigError("TF_CONFIG: nested too deeply. Expected an object with `cluster` and `task`.") from None
     if not isinstance(doc, dict):
         raise ConfigError("TF_CONFIG: Received a JSON " + type(doc).__name__ + ". Expected an object with `cluster` and `task`.")
     unknown = sorted(set(doc) - {"cluster", "task", "environment", "rpc_layer"})

@@ -45,7 +45,8 @@ def estimate_params(candidate: str, image_size: tuple[int, int], channels: int, 
     if candidate == "deep_cnn":
         convs, previous = 0, channels
         for filters in (128, 256, 512):
-            convs, previous = convs + 9 * previous * filters + filters, filters
+            # a bias-free convolution, then batch normalisation (gamma, beta, moving mean and variance)
+            convs, previous = convs + 9 * previous * filters + 4 * filters, filters
         return convs + head(512)
     if candidate == "vgg16":
         return 14_714_688 + head(512)

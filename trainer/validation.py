@@ -9,11 +9,18 @@ from __future__ import annotations
 import typing
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any, Callable, Sequence
 
 import pydantic
-from pydantic import BaseModel, Field, Strict
+from pydantic import BaseModel, ConfigDict, Field, Strict
+
+from trainer.errors import BadInput
+
+
+class StrictModel(BaseModel):
+    """Unknown keys are errors (a typo must not be ignored) and a validated value is frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 # Strict scalars: YAML's `true` must not pass as 1, nor "3" as 3.
@@ -149,38 +156,12 @@ def value_at(data: Any, loc: tuple, default: Any) -> Any:
 
 
 def validate(model: type[BaseModel], data: Any, where: str,
-             locate: Callable[[tuple], str] | None = None) -> BaseModel:
-    """Validate `data` or raise ValueError-like `InvalidInput` carrying every problem's line."""
+             locate: Callable[[tuple], str] | None = None, error: type[BadInput] = BadInput) -> BaseModel:
+    """Validate `data` or raise `error` carrying every problem's line."""
     try:
         return model.model_validate(data)
     except pydantic.ValidationError as exc:
         lines = [p.line(locate(p.loc) if locate else where) for p in problems(model, exc, data)]
-        raise InvalidInput(lines) from None
-
-
-class InvalidInput(ValueError):
-    def __init__(self, lines: list[str]):
-        self.lines = lines
-        super().__init__("\n".join(lines))
-
-
-
-
-def read_utf8(path, what: str) -> str:
-    """A file's text, or InvalidInput naming the file: unreadable, or not UTF-8 text."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise InvalidInput([f"{path}: cannot read {what} ({exc.strerror})."]) from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidInput([f"{path}: not a text file. Expected UTF-8 YAML."]) from None
-
-
-def yaml_problem(exc: Exception, where: str) -> str:
-    """`file:line:col: not valid YAML (what the parser says).`"""
-    mark = getattr(exc, "problem_mark", None)
-    pos = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    return f"{where}{pos}: not valid YAML ({problem})."
+        raise error(lines) from None
+    except RecursionError:
+        raise error(f"{where}: nested too deeply.") from None

@@ -1,0 +1,135 @@
+"""Every command the launcher runs on a host's Docker engine, built here and only here (after
+SkyPilot's provision/docker_utils.py). Each returns an argv list; the Connection quotes it.
+Values go in as positional parameters of `sh -c`, never spliced into the script text.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+LABEL_CLUSTER, LABEL_HOST, LABEL_RUN = "tfcompose.cluster", "tfcompose.host", "tfcompose.run"
+
+# The ids of one host's containers of one cluster, any state, into $ids.
+_OWN_IDS = 'ids=$(docker ps -aq --filter "label=tfcompose.cluster=$1" --filter "label=tfcompose.host=$2"); '
+
+
+def inspect_cluster_containers(cluster: str, host: str) -> list[str]:
+    """`docker inspect` (a JSON list) of this host's containers of the cluster; `[]` if none."""
+    return ["sh", "-c", _OWN_IDS + 'if [ -n "$ids" ]; then docker inspect $ids; else echo "[]"; fi',
+            "sh", cluster, host]
+
+
+def remove_cluster_containers(cluster: str, host: str, keep: bool = False) -> list[str]:
+    """Kill (MWMS ignores SIGTERM) and remove this host's containers of the cluster; prints how many.
+    keep=True kills but keeps them, so their logs can still be collected. A paused container
+    refuses to be killed: it is unpaused first."""
+    action = "docker kill $ids >/dev/null 2>&1" if keep else "docker rm -f $ids >/dev/null"
+    return ["sh", "-c", _OWN_IDS + f'if [ -n "$ids" ]; then docker unpause $ids >/dev/null 2>&1; {action}; '
+            'echo $ids | wc -w; else echo 0; fi', "sh", cluster, host]
+
+
+def remove_project_networks(project: str) -> list[str]:
+    return ["sh", "-c", 'nets=$(docker network ls -q --filter "label=com.docker.compose.project=$1"); '
+            '[ -z "$nets" ] || docker network rm $nets >/dev/null 2>&1 || true', "sh", project]
+
+
+def container_logs(container: str, tail: int | None = None, follow: bool = False, since: str | None = None) -> list[str]:
+    """The container's stdout and stderr as one stream."""
+    flags = (["--tail", str(tail)] if tail is not None else []) + (["--follow"] if follow else []) \
+        + (["--since", since] if since else [])
+    return ["sh", "-c", 'docker logs "$@" 2>&1', "sh", *flags, container]
+
+
+def compose_up(bundle_dir: str, project: str) -> list[str]:
+    return ["docker", "compose", "--project-directory", bundle_dir, "-f", f"{bundle_dir}/compose.yaml",
+            "-p", project, "up", "-d", "--pull", "never", "--no-build"]
+
+
+def image_id(image: str) -> list[str]:
+    return ["docker", "image", "inspect", "--format", "{{.Id}}", image]
+
+
+def load_gzipped_archive() -> list[str]:
+    """`docker load` of a gzip stream on stdin."""
+    return ["sh", "-c", "gunzip -c | docker load"]
+
+
+def pull(image: str) -> list[str]:
+    return ["docker", "pull", "--quiet", image]
+
+
+def build(base: str, tag: str, context: Path | str) -> list[str]:
+    """BuildKit build of the trainer image; no network inside the build (see fetch_wheels)."""
+    context = Path(context)
+    return ["docker", "buildx", "build", "--load", "-f", str(context / "docker" / "Dockerfile"),
+            "--build-arg", f"BASE_IMAGE={base}", "-t", tag, str(context)]
+
+
+def fetch_wheels(base: str, context: Path | str) -> list[str]:
+    return ["bash", str(Path(context) / "docker" / "fetch-wheels.sh"), base]
+
+
+# Facts about a host, one `key=value` per line: Docker, compose, GPUs, port, workdir, disk, data, clock.
+HOST_PROBE = r"""
+workdir=$1 data_dir=$2 tf_port=$3 cluster=$4 host=$5 peer=$6
+say() { printf '%s=%s\n' "$1" "$2"; }
+if out=$(docker info --format '{{json .Runtimes}}' 2>&1); then say docker ok; say runtimes "$out"
+else say docker "$(printf '%s' "$out" | tail -n 1)"; fi
+say compose "$(docker compose version --short 2>/dev/null || echo missing)"
+say gpu_count "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"
+say own_running "$(docker ps -q --filter "label=tfcompose.cluster=$cluster" --filter "label=tfcompose.host=$host" 2>/dev/null | wc -l)"
+if command -v ss >/dev/null 2>&1; then say port_busy "$(ss -Hltn "sport = :$tf_port" | wc -l)"; else say port_busy unknown; fi
+if mkdir -p "$workdir" 2>/dev/null && [ -w "$workdir" ]; then say workdir ok; else say workdir "not writable"; fi
+say free_kb "$(df -Pk "$workdir" 2>/dev/null | awk 'NR==2 {print $4}')"
+if [ -n "$data_dir" ]; then if [ -d "$data_dir" ]; then say data_dir ok; else say data_dir missing; fi; fi
+bundle="${workdir%/}/$cluster"
+if [ -e "$bundle/.tfcompose-cluster" ] || [ -e "$bundle/.tfcompose-bundle" ]; then say bundle ours
+elif [ -d "$bundle" ] && [ -n "$(ls -A "$bundle" 2>/dev/null)" ]; then say bundle foreign
+elif [ -e "$bundle" ] && [ ! -d "$bundle" ]; then say bundle foreign; else say bundle none; fi
+say uid "$(id -u):$(id -g)"
+if [ -n "$peer" ] && command -v ip >/dev/null 2>&1; then
+  case "$peer" in *[!0-9a-fA-F.:]*) peer=$(getent hosts "$peer" 2>/dev/null | awk '{print $1; exit}');; esac
+  say route "$(ip -o route get "$peer" 2>/dev/null | head -n 1)"
+fi
+say clock "$(date +%s.%N)"
+"""
+
+
+def host_probe(workdir: str, data_dir: str, tf_port: int, cluster: str, host: str, peer: str = "") -> list[str]:
+    return ["sh", "-c", HOST_PROBE, "tfcompose-preflight", workdir, data_dir, str(tf_port), cluster, host, peer]
+
+
+def port_listening(port: int) -> list[str]:
+    """How many sockets listen on the port (TensorFlow's, for `run:` programs)."""
+    return ["sh", "-c", 'ss -Hltn "sport = :$1" | wc -l', "sh", str(port)]
+
+
+# --- the links probe (links.py): python3 on the host, else python3 in the trainer image ----------
+_PY = ('if command -v python3 >/dev/null 2>&1; then py() { exec python3 "$@"; }; '
+       'else py() { exec docker run --rm -i --network host --entrypoint python3 "$image" "$@"; }; fi; ')
+_PROBE_FILES = 'f="${TMPDIR:-/tmp}/tfcompose-links-$(id -u)-$name"; '
+
+
+def probe_listen(name: str, image: str, script: str, port: int, seconds: float) -> list[str]:
+    """A listener on the port, in the background for `seconds`; prints `bound` once it listens."""
+    return ["sh", "-c", 'name=$1 image=$2; ' + _PY + _PROBE_FILES +
+            'py -c "$3" "$4" "$5" "$1" < /dev/null > "$f.out" 2>&1 & echo $! > "$f.pid"; '
+            'for i in $(seq 100); do grep -q bound "$f.out" 2>/dev/null && break; '
+            'kill -0 $! 2>/dev/null || break; sleep 0.1; done; '
+            'if grep -q bound "$f.out"; then echo bound; else tail -n 3 "$f.out" >&2; exit 1; fi',
+            "sh", name, image, script, str(port), f"{seconds:g}"]
+
+
+def probe_connect(image: str, script: str, timeout: float, targets: list[str]) -> list[str]:
+    """Connect to each `name|address|port`; prints a JSON object name → 'open' or why not."""
+    return ["sh", "-c", 'image=$1; ' + _PY + 'shift; py -c "$@"', "sh", image, script, f"{timeout:g}", *targets]
+
+
+def probe_stop(name: str) -> list[str]:
+    return ["sh", "-c", 'name=$1; ' + _PROBE_FILES + '[ -f "$f.pid" ] && kill "$(cat "$f.pid")" 2>/dev/null; '
+            'rm -f "$f.pid" "$f.out"; true', "sh", name]
+
+
+def read_progress_files(results: str) -> list[str]:
+    """Each worker's progress-<task>.json in the host's results folder, one per line (bounded)."""
+    return ["sh", "-c", 'for f in "$1"/progress-*.json; do [ -f "$f" ] && head -c 4096 "$f" && echo; done; true',
+            "sh", results]

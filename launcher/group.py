@@ -1,0 +1,80 @@
+"""Run one step on every host at once (after fabric's ThreadingGroup and GroupResult).
+
+`Group` holds one lazily opened Connection per host for the length of a command; `Group.run`
+calls a function for each host on a thread pool and returns one `GroupResult`: `.succeeded`
+(host → value) and `.failed` (host → exception), both in inventory order.
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Callable, Generic, Iterable, Optional, TypeVar
+
+from launcher.errors import GroupError
+from launcher.inventory import Cluster, Host
+from launcher.progress import NullReporter, Reporter
+
+T = TypeVar("T")
+
+
+@dataclass
+class GroupResult(Generic[T]):
+    step: str
+    hosts: list[str]
+    succeeded: dict[str, T] = field(default_factory=dict)
+    failed: dict[str, BaseException] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def raise_if_failed(self, error: type[GroupError] = GroupError) -> "GroupResult[T]":
+        if self.failed:
+            raise error(self.step, self)
+        return self
+
+
+def fan_out(hosts: Iterable[Host], step: str, fn: Callable[[Host], T], parallel: Optional[int] = None) -> GroupResult[T]:
+    """`fn(host)` for every host on a thread pool of `parallel` threads (default: all hosts)."""
+    hosts = list(hosts)
+    result: GroupResult[T] = GroupResult(step, [h.name for h in hosts])
+    with ThreadPoolExecutor(max_workers=max(1, min(parallel or len(hosts), len(hosts)))) as pool:
+        futures = {host.name: pool.submit(fn, host) for host in hosts}
+    for name, future in futures.items():
+        exc = future.exception()
+        if exc is not None:
+            result.failed[name] = exc
+        else:
+            result.succeeded[name] = future.result()
+    return result
+
+
+class Group:
+    """The cluster's hosts, one SSH connection each (opened on first use), and a Reporter."""
+
+    def __init__(self, cluster: Cluster, reporter: Reporter | None = None, parallel: Optional[int] = None):
+        from launcher.connection import Connection  # paramiko: only for commands that contact hosts
+        self.cluster, self.reporter, self.parallel = cluster, reporter or NullReporter(), parallel
+        self._stack = ExitStack()
+        self._conns = {h.name: self._stack.enter_context(Connection.for_host(cluster, h)) for h in cluster.hosts}
+
+    def __enter__(self) -> "Group":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+    def conn(self, host: Host):
+        return self._conns[host.name]
+
+    def run(self, step: str, fn: Callable[[Host, object], T], hosts: Optional[Iterable[Host]] = None) -> GroupResult[T]:
+        """`fn(host, connection)` on every host (or `hosts`), all at once."""
+        return fan_out(self.cluster.hosts if hosts is None else hosts, step, lambda h: fn(h, self.conn(h)), self.parallel)
+
+    def staged(self, step: str, fn: Callable[[Host, object], T], hosts: Optional[Iterable[Host]] = None) -> GroupResult[T]:
+        """Like run, reporting `step` for each host as it begins; raises GroupError if any failed."""
+        def one(host: Host, conn) -> T:
+            self.reporter.stage(host.name, step)
+            return fn(host, conn)
+        return self.run(step, one, hosts).raise_if_failed()

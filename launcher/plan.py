@@ -1,0 +1,105 @@
+"""The plan: every fact derived from the inventory before anything is rendered or contacted.
+
+run id, image names, the code hash of a `run:` folder, parallel or not, which trials each host
+trains, the GPUs each host should see, and each host's trainer config. Made once per command
+(`make(cluster)`); the stages after it read it and never recompute.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from launcher.errors import InventoryError
+from launcher.inventory import Cluster, Host, code_dir
+
+HASH_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Plan:
+    cluster: Cluster
+    code_hash: str                 # of run.code_dir; "" without `run:`
+    run_id: str                    # content hash of inventory + code: the same inventory is the same run
+    container_image: str           # what the containers run: `image`, or with `run:` the code layer on it
+    parallel: bool                 # search.mode parallel: every host trains its own trials alone
+    placement: dict[str, list[str]] = field(default_factory=dict)   # host → trial names (parallel only)
+    # What preflight found on the hosts (preflight.adjust): the NIC that routes to the peers when
+    # the inventory names none, and the GPUs each host gets under gpus_per_host: min.
+    nics: dict[str, str] = field(default_factory=dict)
+    gpu_overrides: dict[str, Any] = field(default_factory=dict)
+
+    def nic(self, host: Host) -> Optional[str]:
+        return host.nic or self.nics.get(host.name)
+
+    def gpus(self, host: Host):
+        return self.gpu_overrides.get(host.name, host.gpus)
+
+    @property
+    def trial_order(self) -> list[str]:
+        return [name for names in self.placement.values() for name in names]
+
+    def train_config(self, host: Optional[Host] = None):
+        """The trainer's config on a host: the inventory's, the backup in its own mount, and in
+        parallel mode only that host's share of the trials."""
+        cfg = self.cluster.spec.training
+        update = {} if cfg.backup_dir else {"backup_dir": "/backup"}
+        if host is not None and self.parallel:
+            update["search"] = cfg.search.model_copy(update={"only": self.placement[host.name]})
+        return cfg.model_copy(update=update) if update else cfg
+
+
+def make(cluster: Cluster) -> Plan:
+    code = code_hash(code_dir(cluster))
+    parallel = cluster.spec.run is None and cluster.spec.training.search.mode == "parallel"
+    return Plan(cluster=cluster, code_hash=code, run_id=run_id(cluster, code),
+                container_image=container_image(cluster.spec.image, code if cluster.spec.run else None),
+                parallel=parallel, placement=placement(cluster) if parallel else {})
+
+
+def run_id(cluster: Cluster, code: str) -> str:
+    doc = {"spec": cluster.spec.model_dump(mode="json"), "code": code,
+           "hosts": [vars(h) | {"identity_file": None} for h in cluster.hosts]}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def code_hash(folder: Optional[Path]) -> str:
+    """Hash of every file under the folder (relative names and bytes, read in chunks)."""
+    if folder is None or not folder.is_dir():
+        return ""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0")
+        try:
+            with path.open("rb") as fh:
+                while chunk := fh.read(HASH_CHUNK):
+                    digest.update(chunk)
+        except OSError as exc:
+            raise InventoryError(f"{path}: cannot read this file of run.code_dir ({exc.strerror or exc}). "
+                                 "Expected every file in code_dir to be readable.") from None
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def container_image(image: str, code: Optional[str]) -> str:
+    if code is None:
+        return image
+    last = image.rsplit("/", 1)[-1]
+    repo = image.rsplit(":", 1)[0] if ":" in last else image
+    return f"{repo}:run-{code[:12]}"
+
+
+def placement(cluster: Cluster) -> dict[str, list[str]]:
+    """search.mode parallel: which trials each host trains (balanced by parameters × images)."""
+    from trainer import trials
+    cfg = cluster.spec.training
+    channels = 1 if cfg.dataset.color_mode == "grayscale" else 3
+    classes = cfg.dataset.classes if cfg.dataset.kind == "synthetic" else 2  # the head barely matters
+    return trials.place(trials.expand(cfg, only=False), [h.name for h in cluster.hosts], cfg, channels, classes)
+
+
+def expect_gpus(gpus) -> str:
+    """TFC_EXPECT_GPUS: what the trainer checks TensorFlow sees."""
+    return ",".join(map(str, gpus)) if isinstance(gpus, list) else str(gpus)

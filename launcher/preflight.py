@@ -1,0 +1,138 @@
+"""Preflight: every host checked at once before anything is pushed or started.
+
+`judge` is the policy (pure, unit-tested): facts from one host's probe → problems that block
+the start, and warnings. Every failure of every host is reported together (PreflightError).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from launcher import docker_commands as dc
+from launcher.errors import PreflightError, RemoteError
+from launcher.group import Group
+from launcher.inventory import Host
+from launcher.plan import Plan, expect_gpus
+
+MIN_FREE_GB = 2
+CLOCK_WARN_S = 1.0
+
+
+@dataclass(frozen=True)
+class HostReady:
+    """A host that passed: its facts (docker compose version, free space…) and any warnings."""
+
+    host: str
+    facts: dict
+    warnings: list = field(default_factory=list)
+
+
+def preflight(group: Group) -> dict[str, HostReady]:
+    """Every host's facts; raises PreflightError naming every host that is not ready."""
+    name, reporter = group.cluster.name, group.reporter
+
+    def one(host: Host, conn) -> HostReady:
+        reporter.stage(host.name, "connect")
+        conn.client  # noqa: B018  (connect now, so SSH problems are reported as such)
+        reporter.stage(host.name, "preflight")
+        ready = check_host(host, conn, name, peer_of(group.cluster, host))
+        for warning in ready.warnings:
+            reporter.warn(host.name, warning)
+        return ready
+
+    return group.run("preflight", one).raise_if_failed(PreflightError).succeeded
+
+
+def ready_plan(group: Group, plan: Plan) -> tuple[Plan, dict[str, dict]]:
+    """Preflight every host, then the rules across hosts (cluster_rules): the plan adjusted to what
+    was found (NICs, GPU counts), and every host's facts."""
+    from launcher import cluster_rules
+    facts = {host: ready.facts for host, ready in preflight(group).items()}
+    plan, warnings = cluster_rules.adjust(plan, facts)
+    for host, warning in warnings:
+        group.reporter.warn(host, warning)
+    return plan, facts
+
+
+def links_if_possible(group: Group, plan: Plan, facts: dict[str, dict]):
+    """The host-to-host matrix (links.py) when every host already has the image, else None."""
+    from launcher import image, links
+    if not links.needed(plan, facts):
+        return None
+    have = group.run("links", lambda h, c: image.remote_image_id(c, plan.container_image))
+    if have.failed or not all(have.succeeded.values()):
+        return None
+    return links.check(group, plan)
+
+
+def peer_of(cluster, host: Host) -> str:
+    """The host this one talks to first (its route tells which NIC carries the cluster's traffic)."""
+    others = [h for h in cluster.hosts if h.name != host.name]
+    return others[0].address if others else ""
+
+
+def check_host(host: Host, conn, cluster: str, peer: str = "") -> HostReady:
+    sent = time.time()
+    result = conn.run(dc.host_probe(host.workdir, host.data_dir or "", host.tf_port, cluster, host.name, peer),
+                      check=False)
+    facts = parse_facts(result.stdout)
+    problems, warnings = judge(host, facts, midpoint=(sent + time.time()) / 2)
+    if problems:
+        raise RemoteError(host.name, reason="not ready: " + "; ".join(problems))
+    return HostReady(host.name, facts, warnings)
+
+
+def parse_facts(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def judge(host: Host, facts: dict, midpoint: float) -> tuple[list[str], list[str]]:
+    """Problems (block the start) and warnings from one host's preflight facts."""
+    problems, warnings = [], []
+    if facts.get("docker") != "ok":
+        problems.append(f"`docker info` fails for this user ({facts.get('docker', 'no answer')})")
+    if compose_major(facts.get("compose", "missing")) < 2:
+        problems.append(f"docker compose v2 is needed (found: {facts.get('compose', 'missing')})")
+    problems += gpu_problems(host, facts)
+    if facts.get("port_busy", "0") not in ("0", "unknown") and facts.get("own_running", "0") == "0":
+        problems.append(f"tf_port {host.tf_port} is already in use")
+    if facts.get("workdir") != "ok":
+        problems.append(f"workdir {host.workdir} is not writable")
+    if facts.get("bundle") == "foreign":
+        problems.append(f"{host.bundle_dir} exists and was not made by tfcompose (no marker file); "
+                        "choose another workdir or cluster name")
+    free_kb = facts.get("free_kb", "")
+    if free_kb.isdigit() and int(free_kb) < MIN_FREE_GB * 1024 * 1024:
+        problems.append(f"only {int(free_kb) // 1024} MB free in {host.workdir} (need {MIN_FREE_GB} GB)")
+    if host.data_dir and facts.get("data_dir") != "ok":
+        problems.append(f"data_dir {host.data_dir} does not exist")
+    offset = clock_offset(facts.get("clock", ""), midpoint)
+    if offset is not None and abs(offset) > CLOCK_WARN_S:
+        warnings.append(f"clock is {offset:+.1f} s off this machine's (timeouts and logs may mislead; run NTP)")
+    return problems, warnings
+
+
+def compose_major(version: str) -> int:
+    head = version.split(".")[0].lstrip("v")
+    return int(head) if head.isdigit() else 0
+
+
+def gpu_problems(host: Host, facts: dict) -> list[str]:
+    if host.gpus == 0:
+        return []
+    problems = []
+    if "nvidia" not in facts.get("runtimes", ""):
+        problems.append("gpus requested but Docker has no nvidia runtime (install the NVIDIA Container Toolkit)")
+    count = int(facts["gpu_count"]) if facts.get("gpu_count", "").isdigit() else 0
+    need = 1 if host.gpus == "all" else (max(host.gpus) + 1 if isinstance(host.gpus, list) else host.gpus)
+    if count < need:
+        problems.append(f"gpus {expect_gpus(host.gpus)} requested but nvidia-smi lists {count} GPU(s)")
+    return problems
+
+
+def clock_offset(remote: str, midpoint: float) -> Optional[float]:
+    try:
+        return float(remote) - midpoint
+    except ValueError:
+        return None

@@ -1,0 +1,138 @@
+"""How the CLI shows things: a live stage table per host on a terminal (plain lines off it),
+tables, the leaderboard. Only the CLI uses this module; core modules report through a Reporter."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+def table(title: str, columns: list[str], rows: list[list[str]], **column_kw) -> Table:
+    """Cells are literal text: what hosts send holds [brackets] that are not rich markup."""
+    t = Table(title=title)
+    for column in columns:
+        t.add_column(column, **{"overflow": "fold", **column_kw.get(column, {})})
+    for row in rows:
+        t.add_row(*(Text(str(cell)) for cell in row))
+    return t
+
+
+class RichReporter:
+    """Each host's stage and training progress: a live table with a bar per host on a terminal;
+    off it, plain lines: one per change of stage and one per finished epoch, no control characters."""
+
+    def __init__(self, hosts: list[str]):
+        from rich.live import Live
+        self.stages = {h: ("waiting", "") for h in hosts}
+        self.bars: dict[str, tuple] = {}
+        self._printed: dict[str, tuple] = {}
+        self.live = Live(self._table(), console=out, refresh_per_second=4, transient=False) if out.is_terminal else None
+        self._lock = threading.Lock()
+
+    def _table(self) -> Table:
+        from rich.progress_bar import ProgressBar
+        t = Table(show_header=True, header_style="bold")
+        for column in ("host", "stage", "search", "detail"):
+            t.add_column(column, overflow="fold")
+        for host, (stage, detail) in self.stages.items():
+            p, text = self.bars.get(host, (None, ""))
+            bar = ProgressBar(total=1.0, completed=p.fraction, width=20) if p else Text("")
+            t.add_row(Text(host), Text(stage), bar, Text(text or detail))
+        return t
+
+    def stage(self, host: str, stage: str, detail: str = "") -> None:
+        with self._lock:
+            if self.stages.get(host) == (stage, detail):
+                return
+            self.stages[host] = (stage, detail)
+            if self.live:
+                self.live.update(self._table())
+            elif self._printed.get(host) != (stage, _without_clock(detail)):
+                self._printed[host] = (stage, _without_clock(detail))
+                out.print(f"{host}: {stage}" + (f" ({detail})" if detail else ""), markup=False)
+
+    def progress(self, host: str, progress, restarts: int = 0) -> None:
+        from launcher.watch import describe, epoch_lines
+        with self._lock:
+            self.bars[host] = (progress, describe(progress, restarts))
+            if self.live:
+                self.live.update(self._table())
+                return
+            # A restarted search counts its epochs again: start over after a restart.
+            mark, seen_restarts = self._printed.get(f"{host}/epoch", ((0, 0), 0))
+            now_restarts = max(restarts, progress.restarts)
+            lines, mark = epoch_lines(progress, mark if now_restarts == seen_restarts else (0, 0), restarts)
+            self._printed[f"{host}/epoch"] = (mark, now_restarts)
+            for line in lines:
+                out.print(f"{host}: {line}", markup=False, soft_wrap=True)
+
+    def warn(self, host: str | None, message: str) -> None:
+        err.print(f"warning: {host + ': ' if host else ''}{message}", markup=False, soft_wrap=True)
+
+    def __enter__(self):
+        if self.live:
+            self.live.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.live:
+            self.live.stop()
+
+
+def _without_clock(detail: str) -> str:
+    """A `run:` program's detail without its running clock: off a terminal, a line per new log line."""
+    import re
+    return re.sub(r"^\d+:\d\d:\d\d since the start; ", "", detail)
+
+
+def up_table(cluster, report) -> Table:
+    rows = [[h.name, f"{report.bytes_pushed[h.name]:,} B",
+             f"{report.images[h.name]['action']} ({report.images[h.name]['bytes_sent']:,} B)", report.started[h.name]]
+            for h in cluster.hosts]
+    return table(f"cluster {cluster.name}, run {report.run_id}", ["host", "bundle sent", "image", "container"], rows)
+
+
+def status_table(cluster, states) -> Table:
+    rows = [[st.host, st.state, "" if st.exit_code is None else st.exit_code,
+             "" if st.uptime_s is None else f"{st.uptime_s:.0f} s", st.restarts, st.last_line or st.error] for st in states]
+    return table(f"cluster {cluster.name}", ["host", "state", "exit", "uptime", "restarts", "last progress"], rows)
+
+
+def leaderboard(run_dir: Path) -> Table | None:
+    from launcher import report
+    from trainer import results
+    if not (run_dir / "results.json").is_file():
+        return None
+    try:
+        rows = report.ranked(results.load(run_dir))
+    except results.ResultsError:
+        return None
+    cells = [[i, r["candidate"], f"{r['val_accuracy']:.4f}", f"{r['val_loss']:.4f}", f"{r['train_seconds']:.1f}",
+              f"{r['images_per_second']:.0f}", f"{r['params']:,}", r.get("host", "")] for i, r in enumerate(rows, start=1)]
+    columns = ["rank", "trial", "val_acc", "val_loss", "train s", "img/s", "params", "host"]
+    kw = {c: {"justify": "left" if c in ("trial", "host") else "right", "overflow": "fold",
+              "min_width": 22 if c == "trial" else None} for c in columns}
+    return table(f"leaderboard: {run_dir}", columns, cells, **kw)
+
+
+def log_line_printer(hosts: list[str]):
+    """`host | line`, the host coloured on a terminal (as docker compose logs does)."""
+    from rich.text import Text
+    from launcher.status import printable
+    colours = ["cyan", "yellow", "green", "magenta", "blue", "red", "bright_cyan", "bright_yellow"]
+    width = max(len(h) for h in hosts)
+    style = {h: colours[i % len(colours)] for i, h in enumerate(hosts)}
+
+    def emit(host: str, line: str) -> None:
+        prefix = f"{host.ljust(width)} | "
+        if out.is_terminal:
+            out.print(Text(prefix, style=style.get(host, "")) + Text(printable(line)), soft_wrap=True)
+        else:
+            print(prefix + printable(line), flush=True)
+    return emit

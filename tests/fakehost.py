@@ -1,0 +1,73 @@
+"""A "host" that misbehaves on purpose: a real sshd whose PATH starts with a stand-in `docker`.
+
+The stand-in answers from files in its folder (containers' `docker inspect` JSON, log text) or,
+in mode `hang`, never answers (a wedged dockerd). Tests write those files to play a tampered or
+broken host; the launcher sees it only through SSH, as it would a real one.
+"""
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+HANG_SECONDS = 3607  # a distinctive duration: `pgrep -f "sleep 3607"` finds what a timeout left behind
+
+FAKE_DOCKER = f"""#!/bin/bash
+d="$FAKE_DOCKER_DIR"
+echo "$*" >> "$d/calls"
+if [ "$(cat "$d/mode" 2>/dev/null)" = hang ]; then exec sleep {HANG_SECONDS}; fi
+case "$1" in
+  info) echo '{{"io.containerd.runc.v2":{{}},"runc":{{}}}}' ;;
+  compose) if [ "$2" = version ]; then echo 2.26.1; fi ;;
+  ps) cat "$d/ids" 2>/dev/null ;;
+  inspect) cat "$d/inspect.json" 2>/dev/null || echo "[]" ;;
+  logs) cat "$d/logs.txt" 2>/dev/null || true ;;
+  image) echo "sha256:$(printf '%064d' 7)" ;;
+  *) : ;;
+esac
+"""
+
+
+@dataclass
+class FakeDocker:
+    folder: Path
+
+    @classmethod
+    def create(cls, folder: Path) -> "FakeDocker":
+        (folder / "bin").mkdir(parents=True)
+        script = folder / "bin" / "docker"
+        script.write_text(FAKE_DOCKER)
+        script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        return cls(folder)
+
+    def env(self) -> dict[str, str]:
+        return {"PATH": f"{self.folder / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+                "FAKE_DOCKER_DIR": str(self.folder)}
+
+    def hang(self, on: bool = True) -> None:
+        (self.folder / "mode").write_text("hang" if on else "normal")
+
+    def containers(self, *found: dict) -> None:
+        (self.folder / "ids").write_text("".join(c["Id"][:12] + "\n" for c in found))
+        (self.folder / "inspect.json").write_text(json.dumps(list(found)))
+
+    def raw_inspect(self, text: str) -> None:
+        (self.folder / "ids").write_text("0123456789ab\n")
+        (self.folder / "inspect.json").write_text(text)
+
+    def logs(self, text: str) -> None:
+        (self.folder / "logs.txt").write_text(text)
+
+    def calls(self) -> list[str]:
+        path = self.folder / "calls"
+        return path.read_text().splitlines() if path.exists() else []
+
+
+def container(cluster: str, host: str, run: str, state: str = "exited", exit_code: int = 0, n: int = 1) -> dict:
+    """`docker inspect` of one container, as Docker writes it (the fields tfcompose reads)."""
+    return {"Id": f"{n:012x}" + "f" * 52, "Created": f"2026-11-23T10:00:0{n}Z", "RestartCount": 0,
+            "State": {"Status": state, "ExitCode": exit_code, "StartedAt": "2026-11-23T00:00:00Z",
+                      "FinishedAt": "2026-11-23T10:05:00Z"},
+            "Config": {"Labels": {"tfcompose.cluster": cluster, "tfcompose.host": host, "tfcompose.run": run}}}

@@ -1,0 +1,170 @@
+"""`tfcompose up --wait` and friends through real sshd hosts and the real Docker engine."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from conftest import compose_leftovers, free_ports, trainer_image  # noqa: F401  (fixture)
+from launcher.cli import main
+from sshd import write_inventory
+
+pytestmark = pytest.mark.integration
+TRAIN = {"dataset": {"kind": "synthetic", "image_size": [32, 32], "per_class": 32},
+         "candidates": ["small_cnn", "deep_cnn"], "epochs": 2, "batch_per_replica": 16, "join_timeout_s": 90}
+
+
+def labelled(cluster: str, engine: str | None = None) -> list[str]:
+    """Containers and networks labelled with the cluster on this machine's engine (or another)."""
+    env = {**os.environ, **({"DOCKER_HOST": engine} if engine else {})}
+    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=tfcompose.cluster={cluster}"],
+                         capture_output=True, text=True, env=env).stdout.split()
+    nets = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"label=com.docker.compose.project={cluster}"],
+                          capture_output=True, text=True, env=env).stdout.split()
+    return out + nets
+
+
+@pytest.fixture
+def cluster_env(sshd_farm, tmp_path, trainer_image):  # noqa: F811
+    """Start n sshd hosts; yields a function writing an inventory for them; removes containers after."""
+    made = []
+
+    def make(n=2, train=TRAIN, engines: dict | None = None, **kw):
+        """engines: host index → DOCKER_HOST that host's sshd sessions use."""
+        ports = free_ports(2 * n)
+        hosts = [sshd_farm.start(f"h{i}", ports[2 * i], ports[2 * i + 1],
+                                 env={"DOCKER_HOST": (engines or {})[i]} if i in (engines or {}) else None)
+                 for i in range(n)]
+        sshd_farm.known_hosts()
+        name = f"t{uuid.uuid4().hex[:8]}"
+        made.append(name)
+        path = write_inventory(sshd_farm, tmp_path / f"{name}.yaml", name, hosts, train=train, image=trainer_image, **kw)
+        return name, path, hosts
+
+    yield make
+    for name in made:
+        ids = labelled(name)
+        if ids:
+            subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
+
+
+def cli(capsys, *args) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_up_wait_ships_trains_across_hosts_collects_and_down_cleans(cluster_env, second_engine, capsys, tmp_path,
+                                                                    monkeypatch):
+    # h1 runs on a second, empty Docker engine: the image must really travel there over SSH.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    hook = tmp_path / "hook.txt"
+    name, inv, hosts = cluster_env(n=2, engines={1: second_engine}, train={**TRAIN, "epochs": 3},
+                                   on_finish=f'echo "$TFC_OUTCOME $TFC_RUN_DIR" >> {hook}', on_failure=f"echo failed >> {hook}")
+    runs = tmp_path / "runs"
+    code, out, err = cli(capsys, "up", "-i", str(inv), "--wait", "--runs", str(runs))
+    assert code == 0, out + err
+    # Off a terminal: one progress line per epoch of every trial on every host, in order, with an ETA.
+    for host in ("h0", "h1"):
+        seen = re.findall(rf"^{host}: trial (\d)/2 (\S+) epoch (\d)/3 \d+ img/s loss \S+ acc \S+ val_acc \S+ "
+                          r"ETA \d+:\d\d:\d\d$", out, re.M)
+        assert seen == [(t, c, e) for t, c in (("1", "small_cnn"), ("2", "deep_cnn")) for e in "123"], out
+    assert "\x1b" not in out
+    shipped = re.search(r"│ h1 .*│ shipped \(([\d,]+) B\)", out)
+    assert shipped and int(shipped.group(1).replace(",", "")) > 500_000_000, out  # the whole image, compressed
+    assert re.search(r"│ h0 .*│ present \(0 B\)", out), out
+    latest = runs / name / "latest"
+    doc = json.loads((latest / "results.json").read_text())
+    assert [c["candidate"] for c in doc["candidates"]] == ["small_cnn", "deep_cnn"]
+    assert doc["workers"] == 2 and (latest / "best_model.keras").is_file()
+    logs = {p.stem: p.read_text() for p in (latest / "logs").iterdir()}
+    assert set(logs) == {"h0", "h1"}
+    assert "[worker:0] small_cnn epoch 3/3" in logs["h0"] and "[worker:1] small_cnn epoch 3/3" in logs["h1"]
+    run_dir = (runs / name / "latest").resolve()
+    assert hook.read_text() == f"finished {run_dir}\n"  # on_finish, once, with the run folder
+    for stage in ("connect", "preflight", "push", "image", "start", "running", "collect"):
+        assert f"h0: {stage}" in out
+
+    code, out, _ = cli(capsys, "status", "-i", str(inv), "--json")
+    states = {s["host"]: s for s in json.loads(out)}
+    assert code == 0 and {h: (s["state"], s["exit_code"]) for h, s in states.items()} == {"h0": ("exited", 0), "h1": ("exited", 0)}
+    assert states["h0"]["last_line"].startswith("best: ")
+
+    code, out, _ = cli(capsys, "logs", "-i", str(inv), "--no-follow")
+    assert code == 0 and "[worker:0] deep_cnn epoch 3/3 loss=" in out and "[worker:1]" not in out
+    code, out, _ = cli(capsys, "logs", "-i", str(inv), "--no-follow", "--host", "h1")
+    assert code == 0 and "[worker:1] deep_cnn epoch 3/3 loss=" in out
+    code, out, _ = cli(capsys, "logs", "-i", str(inv), "--all", "--no-follow", "--tail", "50")
+    assert code == 0 and re.search(r"^h0 \| \[worker:0\] deep_cnn epoch 3/3", out, re.M)
+    assert re.search(r"^h1 \| \[worker:1\] deep_cnn epoch 3/3", out, re.M)
+    assert all(line.startswith(("h0 | ", "h1 | ")) for line in out.splitlines())
+
+    # Again with nothing changed: nothing shipped, nothing pushed, nothing restarted.
+    code, out, err = cli(capsys, "up", "-i", str(inv))
+    assert code == 0, out + err
+    assert out.count("already exited") == 2 and "shipped" not in out and out.count("present (0 B)") == 2
+    assert out.count("│ 0 B") == 2  # bundle bytes
+
+    code, out, err = cli(capsys, "down", "-i", str(inv), "--purge")
+    assert code == 0 and "h0: removed 1 container(s), purged" in out and "h1: removed 1 container(s), purged" in out
+    assert labelled(name) == [] and labelled(name, second_engine) == []
+    assert not any((h.workdir / name).exists() for h in hosts)
+    code, out, err = cli(capsys, "down", "-i", str(inv))  # idempotent
+    assert code == 0 and "h0: removed 0 container(s)" in out
+
+
+def test_closed_port_fails_preflight_and_starts_nothing_anywhere(cluster_env, capsys):
+    (closed, tf) = free_ports(2)
+    name, inv, hosts = cluster_env(n=2, extra_hosts=[{"name": "gone", "address": "127.0.0.1", "ssh_port": closed,
+                                                      "tf_port": tf, "workdir": "/tmp/tfc-gone"}])
+    started = time.monotonic()
+    code, out, err = cli(capsys, "up", "-i", str(inv))
+    assert code == 1, out + err
+    user = inv.read_text().split("user: ", 1)[1].split()[0]
+    assert "preflight failed on 1 of 3 host(s):" in err
+    assert f"gone: ssh {user}@127.0.0.1:{closed}: cannot connect (connection refused)" in err
+    assert time.monotonic() - started < 60
+    assert labelled(name) == []
+    assert not any((h.workdir / name / "compose.yaml").exists() for h in hosts)  # nothing pushed either
+
+
+def test_unknown_host_key_is_refused_with_exit_2_and_instructions(cluster_env, capsys, sshd_farm, tmp_path):
+    name, inv, hosts = cluster_env(n=2)
+    sshd_farm.known_hosts(hosts[:1])  # h1's key is not known
+    code, out, err = cli(capsys, "preflight", "-i", str(inv))
+    assert code == 2, out + err
+    assert "h1: host key ssh-ed25519 SHA256:" in err and f"ssh-keyscan -p {hosts[1].port} 127.0.0.1 >>" in err
+    assert "h0" not in err.split("host(s):", 1)[1]  # h0 was fine
+
+
+def wait_until_exited(inv, capsys, timeout=240) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        code, out, _ = cli(capsys, "status", "-i", str(inv), "--json")
+        states = {s["host"]: s for s in json.loads(out)}
+        if all(s["state"] == "exited" for s in states.values()):
+            return states
+        time.sleep(2)
+    raise AssertionError(f"still running after {timeout} s: {states}")
+
+
+def test_build_mode_builds_on_each_host_then_collect_brings_results_back(cluster_env, capsys, tmp_path):
+    train = {**TRAIN, "candidates": ["small_cnn"], "epochs": 1}
+    name, inv, hosts = cluster_env(n=2, train=train, image_mode="build")
+    code, out, err = cli(capsys, "up", "-i", str(inv), "--parallel", "1")
+    assert code == 0, out + err
+    assert out.count("│ built (") == 2 and "h0: image" in out
+    assert all((h.workdir / name / "build-context" / "docker" / "Dockerfile").is_file() for h in hosts)
+    states = wait_until_exited(inv, capsys)
+    assert {h: s["exit_code"] for h, s in states.items()} == {"h0": 0, "h1": 0}
+    code, out, err = cli(capsys, "collect", "-i", str(inv), "--runs", str(tmp_path / "runs"))
+    assert code == 0, out + err
+    latest = tmp_path / "runs" / name / "latest"
+    assert json.loads((latest / "results.json").read_text())["candidates"][0]["candidate"] == "small_cnn"
+    assert sorted(p.name for p in (latest / "logs").iterdir()) == ["h0.log", "h1.log"]
+    assert cli(capsys, "down", "-i", str(inv))[0] == 0 and labelled(name) == []

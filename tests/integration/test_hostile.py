@@ -1,0 +1,271 @@
+"""The hostile-input corpus, run as users run tfcompose: no traceback, every command within its
+bound, nothing written outside the output folder it was given.
+
+- tests/hostile.py: inventories, ssh configs, trainer configs and command lines (no host needed);
+- here: hosts that misbehave (tests/fakehost.py: a real sshd with a stand-in `docker`): tampered
+  labels and results folders, answers that are not JSON, escape sequences in logs, a wedged
+  dockerd, folders tfcompose never made.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import pytest
+import yaml
+
+from conftest import free_ports
+from fakehost import HANG_SECONDS, FakeDocker, container
+from hostile import Case, all_cases, run_case
+from sshd import write_inventory
+
+pytestmark = pytest.mark.integration
+CASES = all_cases()
+TIMEOUT_S = 3      # ssh.command_timeout_s of every fake-host inventory: a hang ends in seconds
+
+
+@dataclass
+class World:
+    """What a host case sees: the operator's sandbox, the hosts and their stand-in engines."""
+
+    sandbox: Path
+    cluster: str
+    hosts: list
+    engines: list[FakeDocker]
+    run_id: str = ""
+
+    @property
+    def home(self) -> Path:
+        return self.sandbox / "home"
+
+    @property
+    def runs(self) -> Path:
+        return self.sandbox / "out" / "runs"
+
+    def results(self, i: int = 0) -> Path:
+        folder = self.hosts[i].workdir / self.cluster / "results"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+
+@dataclass
+class HostCase:
+    name: str
+    argv: list[str]                          # {inv} is the inventory, {out} the output folder
+    setup: Callable[[World], None]
+    exit: tuple[int, ...] = (0,)
+    says: str = ""
+    hosts: int = 1
+    bound: float = 40.0
+    check: Optional[Callable[[World, object], None]] = None
+    during: Optional[Callable[[World], None]] = None   # runs in a thread while the command runs
+
+
+def running(w: World, i: int = 0, run: str | None = None, state: str = "exited") -> dict:
+    return container(w.cluster, w.hosts[i].name, w.run_id if run is None else run, state=state)
+
+
+def labelled_run(label: str) -> Callable[[World], None]:
+    """The chief's container claims a run id that is a path; its results hold an authorized_keys."""
+    def setup(w: World) -> None:
+        w.engines[0].containers(running(w, run=label.replace("{home}", str(w.home))))
+        (w.results() / "authorized_keys").write_text("ssh-ed25519 AAAA the-attacker's-key\n")
+        (w.results() / "results.json").write_text("{}")
+    return setup
+
+
+def results_tree(make: Callable[[Path], None]) -> Callable[[World], None]:
+    def setup(w: World) -> None:
+        w.engines[0].containers(running(w))
+        make(w.results())
+    return setup
+
+
+def nested(root: Path, depth: int = 1000) -> None:
+    path = root
+    for _ in range(depth):  # one at a time: os.makedirs recurses once per level
+        path = path / "d"
+        path.mkdir()
+    (path / "deep.txt").write_text("x")
+
+
+def remove_deep(root: Path) -> None:
+    """shutil.rmtree (and so pytest's clean-up of old tmp folders) recurses once per level."""
+    subprocess.run(["rm", "-rf", "--", str(root)], check=False)
+
+
+def non_utf8_name(root: Path) -> None:
+    os.close(os.open(os.fsencode(root) + b"/\xff\xfe.txt", os.O_CREAT | os.O_WRONLY, 0o644))
+    (root / "fine.txt").write_text("kept")
+
+
+def hang(i: int) -> Callable[[World], None]:
+    def setup(w: World) -> None:
+        for j, engine in enumerate(w.engines):
+            engine.containers(running(w, j))
+        w.engines[i].hang()
+    return setup
+
+
+def hang_after_start(w: World) -> None:
+    """Wedge every engine once `up --wait` polls the running containers (start inspects once,
+    every poll once more)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if sum(c.startswith("inspect") for c in w.engines[0].calls()) >= 3:
+            for engine in w.engines:
+                engine.hang()
+            return
+        time.sleep(0.2)
+
+
+def foreign_folder(w: World) -> None:
+    folder = w.hosts[0].workdir / w.cluster / "alice"
+    folder.mkdir(parents=True)
+    (folder / "important.txt").write_text("not tfcompose's")
+
+
+def assert_file(path_of: Callable[[World], Path], text: Optional[str]) -> Callable[[World, object], None]:
+    def check(w: World, _outcome) -> None:
+        path = path_of(w)
+        assert (path.read_text() == text) if text is not None else not path.exists(), path
+    return check
+
+
+def run_dir(w: World) -> Path:
+    return w.runs / w.cluster / w.run_id
+
+
+HOST_CASES = [
+    # 1. what a host says never chooses where collect writes
+    HostCase("label-is-the-operators-ssh-folder", ["collect", "-i", "{inv}", "--runs", "{out}/runs"],
+             labelled_run("{home}/.ssh"), says="not a run id tfcompose writes",
+             check=assert_file(lambda w: run_dir(w) / "authorized_keys", "ssh-ed25519 AAAA the-attacker's-key\n")),
+    HostCase("label-climbs-out", ["collect", "-i", "{inv}", "--runs", "{out}/runs"], labelled_run("../../x"),
+             says="not a run id"),
+    HostCase("label-absolute-tmp", ["collect", "-i", "{inv}", "--runs", "{out}/runs"], labelled_run("/tmp/tfc-x"),
+             says="not a run id", check=assert_file(lambda w: Path("/tmp/tfc-x/authorized_keys"), None)),
+    HostCase("label-huge", ["collect", "-i", "{inv}", "--runs", "{out}/runs"], labelled_run("a" * 5000),
+             says="not a run id"),
+    HostCase("label-newline", ["collect", "-i", "{inv}", "--runs", "{out}/runs"], labelled_run("abc\n../x"),
+             says="not a run id"),
+    # 7. odd results folders
+    HostCase("results-symlink-to-a-secret", ["collect", "-i", "{inv}", "--runs", "{out}/runs"],
+             results_tree(lambda r: (r / "stolen").symlink_to("/etc/shadow")), says="not a regular file",
+             check=assert_file(lambda w: run_dir(w) / "stolen", None)),
+    HostCase("results-fifo", ["collect", "-i", "{inv}", "--runs", "{out}/runs"],
+             results_tree(lambda r: os.mkfifo(r / "pipe")), says="not a regular file"),
+    HostCase("results-non-utf8-name", ["collect", "-i", "{inv}", "--runs", "{out}/runs"],
+             results_tree(non_utf8_name), says="not UTF-8"),
+    HostCase("results-thousand-folders-deep", ["collect", "-i", "{inv}", "--runs", "{out}/runs"],
+             results_tree(nested), says="nested deeper than"),
+    HostCase("results-json-not-json", ["collect", "-i", "{inv}", "--runs", "{out}/runs"],
+             results_tree(lambda r: (r / "results.json").write_text("{not json")), says="no report"),
+    HostCase("results-json-missing-keys", ["collect", "-i", "{inv}", "--runs", "{out}/runs"],
+             results_tree(lambda r: (r / "results.json").write_text('{"schema": 1, "candidates": [{"candidate": "x"}]}')),
+             says="candidates[0].val_accuracy"),
+    HostCase("results-history-climbs-out", ["collect", "-i", "{inv}", "--runs", "{out}/runs"],
+             results_tree(lambda r: (r / "results.json").write_text(
+                 '{"schema": 1, "candidates": [{"candidate": "x", "val_accuracy": 0.5, "val_loss": 1, "train_seconds": 1, '
+                 '"images_per_second": 1, "params": 1, "epochs": 1, "history": "../../../../home/.ssh/authorized_keys"}]}')),
+             says="history"),
+    HostCase("results-folder-missing", ["collect", "-i", "{inv}", "--runs", "{out}/runs"],
+             lambda w: w.engines[0].containers(running(w)), says="no results collected"),
+    HostCase("latest-is-a-real-folder", ["collect", "-i", "{inv}", "--runs", "{out}/runs"],
+             lambda w: (w.engines[0].containers(running(w)), (w.runs / w.cluster / "latest").mkdir(parents=True),
+                        (w.runs / w.cluster / "latest" / "mine.txt").write_text("mine")),
+             says="not tfcompose's link",
+             check=assert_file(lambda w: w.runs / w.cluster / "latest" / "mine.txt", "mine")),
+    HostCase("inspect-not-json", ["status", "-i", "{inv}"], lambda w: w.engines[0].raw_inspect("Error: not json"),
+             says="unknown"),
+    HostCase("inspect-wrong-shape", ["status", "-i", "{inv}"],
+             lambda w: w.engines[0].raw_inspect('[{"Id": "$(id)", "State": "x"}]'), says="unknown"),
+    HostCase("collect-inspect-not-json", ["collect", "-i", "{inv}", "--runs", "{out}/runs"],
+             lambda w: w.engines[0].raw_inspect("<html>"), exit=(1,), says="did not answer with JSON"),
+    # 9. what a host prints reaches the terminal without control sequences
+    HostCase("log-line-escape-sequences", ["status", "-i", "{inv}"],
+             lambda w: (w.engines[0].containers(running(w, state="running")),
+                        w.engines[0].logs("\x1b]0;owned\x07[worker:0] small_cnn epoch 1/2 loss=1\x1b[2J\x1b[31m\n")),
+             says="small_cnn epoch 1/2", check=lambda w, o: "\x1b" not in o.out + o.err),
+    # 2. a wedged dockerd: reported as such, the other hosts go on, nothing left running there
+    HostCase("status-one-host-hangs", ["status", "-i", "{inv}"], hang(1), hosts=2, says="unreachable"),
+    HostCase("down-one-host-hangs", ["down", "-i", "{inv}"], hang(1), hosts=2, says="timed out"),
+    HostCase("collect-chief-hangs", ["collect", "-i", "{inv}", "--runs", "{out}/runs"], hang(0), exit=(1,),
+             says="timed out"),
+    HostCase("logs-hang", ["logs", "-i", "{inv}", "--no-follow"], hang(0), exit=(1,), says="timed out"),
+    HostCase("preflight-hangs", ["up", "-i", "{inv}"], hang(0), hosts=2, exit=(1,), says="preflight failed"),
+    HostCase("up-wait-hosts-wedge-mid-run", ["up", "-i", "{inv}", "--wait", "--runs", "{out}/runs"],
+             lambda w: [e.containers(running(w, i, state="running")) for i, e in enumerate(w.engines)], hosts=2,
+             exit=(1,), says="stopped answering", bound=90, during=hang_after_start),
+    # 3. purge deletes only what tfcompose made
+    HostCase("purge-a-folder-tfcompose-never-made", ["down", "-i", "{inv}", "--purge"], foreign_folder,
+             says="not purging",
+             check=assert_file(lambda w: w.hosts[0].workdir / w.cluster / "alice" / "important.txt", "not tfcompose's")),
+    HostCase("preflight-refuses-a-foreign-folder", ["preflight", "-i", "{inv}"], foreign_folder, exit=(1,),
+             says="was not made by tfcompose"),
+    HostCase("purge-its-own-folder", ["down", "-i", "{inv}", "--purge"],
+             lambda w: (w.results() / ".." / ".tfcompose-cluster").write_text("tfcompose"), says="purged",
+             check=assert_file(lambda w: w.hosts[0].workdir / w.cluster / ".tfcompose-cluster", None)),
+]
+
+
+def test_the_corpus_is_large_enough():
+    assert len(CASES) + len(HOST_CASES) >= 150
+    assert len({c.name for c in CASES + HOST_CASES}) == len(CASES) + len(HOST_CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_hostile_input(case, tmp_path):
+    run_case(case, tmp_path)
+
+
+@pytest.mark.parametrize("case", HOST_CASES, ids=[c.name for c in HOST_CASES])
+def test_hostile_host(case, sshd_farm, tmp_path):
+    world = make_world(case, sshd_farm, tmp_path)
+    try:
+        check_host_case(case, world, tmp_path)
+    finally:
+        remove_deep(tmp_path)
+
+
+def check_host_case(case: HostCase, world: World, tmp_path: Path) -> None:
+    case.setup(world)
+    spec = Case(case.name, [a.replace("{inv}", "{work}/inventory.yaml") for a in case.argv],
+                {"inventory.yaml": (tmp_path / "inventory.yaml").read_text()}, case.exit, case.says, case.bound)
+    helper = threading.Thread(target=case.during, args=(world,), daemon=True) if case.during else None
+    if helper:
+        helper.start()
+    outcome = run_case(spec, world.sandbox)
+    if case.check:
+        case.check(world, outcome)
+    time.sleep(0.5)  # the host's `timeout` has ended what it bounded: nothing of it is left
+    left = subprocess.run(["pgrep", "-f", f"sleep {HANG_SECONDS}"], capture_output=True, text=True).stdout.split()
+    for pid in left:
+        os.kill(int(pid), 9)
+    assert not left, "a timed-out command was left running on the host"
+
+
+def make_world(case: HostCase, farm, tmp_path: Path) -> World:
+    from launcher import inventory, plan
+    engines, hosts = [], []
+    ports = free_ports(2 * case.hosts)
+    for i in range(case.hosts):
+        engine = FakeDocker.create(tmp_path / f"engine{i}")
+        hosts.append(farm.start(f"h{i}", ports[2 * i], ports[2 * i + 1], env=engine.env()))
+        engines.append(engine)
+    farm.known_hosts()
+    name = f"x{uuid.uuid4().hex[:8]}"
+    path = write_inventory(farm, tmp_path / "inventory.yaml", name, hosts,
+                           train={"dataset": {"kind": "synthetic"}, "epochs": 1})
+    doc = yaml.safe_load(path.read_text())
+    doc["ssh"]["command_timeout_s"] = TIMEOUT_S
+    doc["image_mode"] = "pull"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    world = World(tmp_path / "op", name, hosts, engines, plan.make(inventory.load(path)).run_id)
+    return world

@@ -1,0 +1,131 @@
+"""The SSH transport against real OpenSSH servers: commands, files, host keys, failures."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from conftest import free_ports
+from launcher import inventory
+from launcher.errors import ConnectError, ExitCode, HostKeyError, RemoteError
+from launcher.connection import PASSPHRASE_ENV, Connection
+from sshd import keygen, write_inventory
+
+pytestmark = pytest.mark.integration
+
+
+def connect(farm, tmp_path, host, **kw):
+    path = write_inventory(farm, tmp_path / "inv.yaml", "t", [host], **kw)
+    cluster = inventory.load(path)
+    return Connection.for_host(cluster, cluster.hosts[0])
+
+
+@pytest.fixture
+def one_host(sshd_farm):
+    port, tf = free_ports(2)
+    host = sshd_farm.start("h1", port, tf)
+    sshd_farm.known_hosts()
+    return host
+
+
+def test_run_put_get_and_quoting(sshd_farm, one_host, tmp_path):
+    with connect(sshd_farm, tmp_path, one_host) as conn:
+        result = conn.run(["printf", "%s|", "a b", "$(id)", "x;y"])
+        assert result.ok and result.stdout == "a b|$(id)|x;y|"  # quoted: nothing expanded or split
+        target = f"{one_host.workdir}/file.txt"
+        conn.put_text("hello\n", target)
+        assert (one_host.workdir / "file.txt").read_text() == "hello\n"
+        assert not (one_host.workdir / "file.txt.tfc-tmp").exists()
+        assert (one_host.workdir / "file.txt").stat().st_mode & 0o777 == 0o600  # may hold run.env values
+        conn.get(target, tmp_path / "back.txt")
+        assert (tmp_path / "back.txt").read_text() == "hello\n"
+        assert conn.run("exit 3", check=False).status == 3
+
+
+def test_commands_are_not_held_back_by_nagle(sshd_farm, one_host, tmp_path):
+    """TCP_NODELAY on the SSH socket: a short command's reply is not delayed ~40 ms (bench/fanout.py)."""
+    import socket
+    with connect(sshd_farm, tmp_path, one_host) as conn:
+        assert conn.run(["echo", "ok"]).stdout == "ok\n"
+        sock = conn.client.get_transport().sock
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
+def test_failed_command_error_carries_host_command_status_and_stderr_tail(sshd_farm, one_host, tmp_path):
+    with connect(sshd_farm, tmp_path, one_host) as conn:
+        with pytest.raises(RemoteError) as err:
+            conn.run(["sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do echo line$i >&2; done; exit 4"])
+    message = str(err.value)
+    assert message.startswith("h1: exited with status 4")
+    assert "command: sh -c 'for i in" in message
+    assert "line10" in message and "line2\n" not in message  # only the tail
+    assert err.value.status == 4 and err.value.host == "h1"
+
+
+def test_strict_refuses_an_unknown_key_and_says_what_to_run(sshd_farm, one_host, tmp_path):
+    empty = tmp_path / "empty_known_hosts"
+    empty.write_text("")
+    with pytest.raises(HostKeyError) as err:
+        connect(sshd_farm, tmp_path, one_host, known_hosts=empty).run("true")
+    message = str(err.value)
+    assert message.startswith("h1: host key ssh-ed25519 SHA256:")
+    assert f"ssh-keyscan -p {one_host.port} 127.0.0.1 >> {empty}" in message and "accept-new" in message
+    assert err.value.exit_code == ExitCode.BAD_INPUT
+    assert empty.read_text() == ""  # nothing silently added
+
+
+def test_accept_new_records_an_unknown_key_once(sshd_farm, one_host, tmp_path):
+    known = tmp_path / "fresh_known_hosts"
+    with connect(sshd_farm, tmp_path, one_host, known_hosts=known, policy="accept-new") as conn:
+        assert conn.run("echo ok").stdout == "ok\n"
+    assert known.read_text() == one_host.known_hosts_line()
+    with connect(sshd_farm, tmp_path, one_host, known_hosts=known, policy="strict") as conn:  # now known
+        assert conn.run("true").ok
+    assert known.read_text() == one_host.known_hosts_line()  # recorded once
+
+
+def test_a_changed_key_is_refused_even_with_accept_new(sshd_farm, one_host, tmp_path):
+    other = keygen(tmp_path / "other_host_key")
+    kind, b64 = other.with_suffix(".pub").read_text().split()[:2]
+    known = tmp_path / "stale_known_hosts"
+    known.write_text(f"[127.0.0.1]:{one_host.port} {kind} {b64}\n")
+    for policy in ("strict", "accept-new"):
+        with pytest.raises(HostKeyError) as err:
+            connect(sshd_farm, tmp_path, one_host, known_hosts=known, policy=policy).run("true")
+        assert "CHANGED" in str(err.value) and f"ssh-keygen -R '[127.0.0.1]:{one_host.port}'" in str(err.value)
+    assert known.read_text() == f"[127.0.0.1]:{one_host.port} {kind} {b64}\n"
+
+
+def test_closed_port_fails_within_the_timeout(sshd_farm, one_host, tmp_path):
+    (closed,) = free_ports(1)
+    one_host.port, real = closed, one_host.port
+    started = time.monotonic()
+    with pytest.raises(ConnectError) as err:
+        connect(sshd_farm, tmp_path, one_host).run("true")
+    assert f"127.0.0.1:{closed}: cannot connect (connection refused)" in str(err.value)
+    assert time.monotonic() - started < 30
+    one_host.port = real
+
+
+def test_passphrase_protected_key_from_the_environment(sshd_farm, one_host, tmp_path, monkeypatch):
+    locked = keygen(tmp_path / "id_locked", passphrase="correct horse")
+    sshd_farm.authorize(locked.with_suffix(".pub"))
+    monkeypatch.delenv(PASSPHRASE_ENV, raising=False)
+    with pytest.raises(ConnectError) as err:
+        connect(sshd_farm, tmp_path, one_host, identity_file=locked).run("true")
+    assert PASSPHRASE_ENV in str(err.value)
+    monkeypatch.setenv(PASSPHRASE_ENV, "correct horse")
+    with connect(sshd_farm, tmp_path, one_host, identity_file=locked) as conn:
+        assert conn.run("echo in").stdout == "in\n"
+
+
+def test_a_command_past_its_bound_is_ended_on_the_host(sshd_farm, one_host, tmp_path):
+    import time
+    marker = one_host.workdir / "still-running"
+    with connect(sshd_farm, tmp_path, one_host) as conn:
+        started = time.monotonic()
+        with pytest.raises(RemoteError, match="timed out after 2 s"):
+            conn.run(["sh", "-c", 'sleep 4.5; touch "$1"', "sh", str(marker)], timeout=2)
+        assert time.monotonic() - started < 10
+    time.sleep(3)
+    assert not marker.exists()  # the host's `timeout` ended it: it never got to write

@@ -1,0 +1,71 @@
+"""A LAN of network namespaces on this machine: each "host" has its own namespace, address and
+loopback, joined to the others and to this machine by a bridge. Traffic stays on addresses this
+helper made; everything is removed again, also what an earlier crashed run left (same names)."""
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass, field
+
+
+def ip(*args: str, ns: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    prefix = ["ip", "netns", "exec", ns] if ns else []
+    return subprocess.run([*prefix, *args], capture_output=True, text=True, check=check)
+
+
+@dataclass
+class Lan:
+    tag: str                       # short and unique: names of namespaces, links and the bridge
+    subnet: str = "10.213.0"       # a /24 of the project's own test hosts
+    hosts: list[str] = field(default_factory=list)
+
+    @property
+    def bridge(self) -> str:
+        return f"tfb{self.tag}"
+
+    def address(self, i: int) -> str:
+        return f"{self.subnet}.{i + 2}"
+
+    def up(self, n: int) -> "Lan":
+        self.down()
+        ip("ip", "link", "add", self.bridge, "type", "bridge")
+        ip("ip", "addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)
+        ip("ip", "link", "set", self.bridge, "up")
+        # Docker loads br_netfilter and sets FORWARD's policy to DROP: bridged traffic between
+        # the namespaces would be dropped without this rule.
+        ip("iptables", "-I", "FORWARD", "-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT")
+        for i in range(n):
+            ns, veth = f"tfn{self.tag}h{i}", f"tfv{self.tag}h{i}"
+            ip("ip", "netns", "add", ns)
+            ip("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            ip("ip", "link", "set", veth, "master", self.bridge, "up")
+            ip("ip", "addr", "add", f"{self.address(i)}/24", "dev", "eth0", ns=ns)
+            ip("ip", "link", "set", "eth0", "up", ns=ns)
+            ip("ip", "link", "set", "lo", "up", ns=ns)
+            self.hosts.append(ns)
+        return self
+
+    def block(self, i: int, port: int) -> None:
+        """Host i's firewall drops the port (as a host firewall would)."""
+        ip("iptables", "-I", "INPUT", "-p", "tcp", "--dport", str(port), "-j", "DROP", ns=self.hosts[i])
+
+    def unblock(self, i: int, port: int) -> None:
+        ip("iptables", "-D", "INPUT", "-p", "tcp", "--dport", str(port), "-j", "DROP", ns=self.hosts[i], check=False)
+
+    def down(self) -> None:
+        names = ip("ip", "netns", "list", check=False).stdout.split()
+        for ns in [n for n in names if n.startswith(f"tfn{self.tag}h")]:
+            for pid in ip("ip", "netns", "pids", ns, check=False).stdout.split():
+                try:
+                    os.kill(int(pid), 9)
+                except ProcessLookupError:
+                    pass
+            ip("ip", "netns", "del", ns, check=False)
+        ip("ip", "link", "del", self.bridge, check=False)
+        while ip("iptables", "-D", "FORWARD", "-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT", check=False).returncode == 0:
+            pass
+        self.hosts = []
+
+
+def available() -> bool:
+    return os.getuid() == 0 and subprocess.run(["ip", "netns", "list"], capture_output=True).returncode == 0
