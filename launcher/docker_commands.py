@@ -133,3 +133,48 @@ def read_progress_files(results: str) -> list[str]:
     """Each worker's progress-<task>.json in the host's results folder, one per line (bounded)."""
     return ["sh", "-c", 'for f in "$1"/progress-*.json; do [ -f "$f" ] && head -c 4096 "$f" && echo; done; true',
             "sh", results]
+
+
+def image_layers() -> list[str]:
+    """First line: the engine's storage driver status (JSON); then one JSON list of layer diff IDs
+    per image the engine holds (each prefix of such a list is a layer chain it has)."""
+    return ["sh", "-c", "docker info --format '{{json .DriverStatus}}'; "
+            'ids=$(docker image ls -aq --no-trunc | sort -u); '
+            "[ -z \"$ids\" ] || docker image inspect --format '{{json .RootFS.Layers}}' $ids"]
+
+
+# --- the dataset (dataset.py): manifests by python3 on the host or in the trainer image; the sync
+# itself needs only sh, tar, mv, rm and find. Paths arrive on stdin, one per line, relative to the
+# data_dir (the launcher's own walk of its source: no control characters, no `..`).
+def dataset_manifest(data_dir: str, cache_file: str, image: str, script: str) -> list[str]:
+    """The data_dir's manifest as JSON (dataset_digest.py); `{"missing": true, …}` without one."""
+    return ["sh", "-c", 'data=$1 cache=$2 image=$3 script=$4; '
+            'if [ ! -d "$data" ]; then echo \'{"missing":true,"files":{},"other":[],"empty_dirs":[],"unreadable":[]}\'; exit 0; fi; '
+            'mkdir -p "$(dirname "$cache")"; '
+            'if command -v python3 >/dev/null 2>&1; then exec python3 -c "$script" "$data" "$cache"; fi; '
+            'exec docker run --rm --network none -v "$data:/data:ro" -v "$(dirname "$cache"):/cache" '
+            '--entrypoint python3 "$image" -c "$script" /data "/cache/$(basename "$cache")"',
+            "sh", data_dir, cache_file, image, script]
+
+
+def dataset_claim(data_dir: str) -> list[str]:
+    """Prints `ours` for a data_dir the sync may fill (made by tfcompose, absent or empty; it then
+    gets the marker, and half-arrived files of a cut sync are removed), else `foreign`."""
+    return ["sh", "-c", 'd=$1; if [ -e "$d/.tfcompose-dataset" ] || [ ! -e "$d" ] || { [ -d "$d" ] && [ -z "$(ls -A "$d")" ]; }; '
+            'then mkdir -p "$d" && : > "$d/.tfcompose-dataset" && '
+            'find "$d" -name "*.tfcompose-part" -type f -exec rm -f {} + && echo ours; else echo foreign; fi', "sh", data_dir]
+
+
+def dataset_remove(data_dir: str) -> list[str]:
+    return ["sh", "-c", 'cd "$1" || exit 1; while IFS= read -r f; do rm -f -- "./$f" || exit 1; done', "sh", data_dir]
+
+
+def dataset_extract(data_dir: str) -> list[str]:
+    """A tar on stdin into the data_dir, owned by the SSH user (-o)."""
+    return ["tar", "-x", "-o", "-f", "-", "-C", data_dir]
+
+
+def dataset_rename(data_dir: str) -> list[str]:
+    """Each arrived `<path>.tfcompose-part` to its final name; then folders left empty go."""
+    return ["sh", "-c", 'cd "$1" || exit 1; while IFS= read -r f; do mv -f -- "./$f.tfcompose-part" "./$f" || exit 1; done; '
+            'find . -mindepth 1 -type d -empty -delete', "sh", data_dir]

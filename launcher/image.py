@@ -1,24 +1,28 @@
 """Image: getting the trainer image onto every host, without a registry when need be.
 
-- ship: build once here (BuildKit), then stream `docker save | gzip` over SSH into `docker load`,
-  only to hosts that lack that exact image ID; the archive is made once and reused.
+- ship: build once here (BuildKit), then stream into each host's `docker load`, over SSH, only the
+  layers its engine lacks (layers.py); the full `docker save` archive where an engine cannot take
+  a delta. Nothing goes to a host that has the exact image ID.
 - pull: `docker pull` on each host.
 - build: push the build context to each host and build there (the original procedure).
 """
 from __future__ import annotations
 
+import gzip
 import io
+import json
 import os
-import shutil
 import subprocess
 import tarfile
 import tempfile
+import threading
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
-from launcher import REPO, docker_commands as dc
+from launcher import REPO, docker_commands as dc, layers
 from launcher.errors import ImageError, RemoteError
 from launcher.group import Group
 from launcher.inventory import Cluster, Host
@@ -36,23 +40,41 @@ class ImageOutcome:
     action: str        # "present", "shipped", "pulled", "built"
     bytes_sent: int = 0
     image_id: str = ""
+    layers_sent: int = 0
+    layers_total: int = 0
+    note: str = ""     # why a host got the full archive instead of a delta
+
+    def summary(self) -> str:
+        """`shipped 2/14 layers, 20,480 B`, `present, 0 B`; with the reason for a full archive."""
+        layers = f" {self.layers_sent}/{self.layers_total} layers" if self.layers_total else ""
+        return f"{self.action}{layers}, {self.bytes_sent:,} B{'; ' + self.note if self.note else ''}"
 
 
-def provide(group: Group, plan: Plan) -> dict[str, ImageOutcome]:
-    """The image on every host, by the inventory's image_mode."""
+def prepare(group: Group, plan: Plan) -> Optional["Shipment"]:
+    """For image_mode ship: build the image here (and your code's layer); None for pull and build,
+    whose image is made on the hosts."""
+    if plan.cluster.spec.image_mode != "ship":
+        return None
+    for host in plan.cluster.hosts:
+        group.reporter.stage(host.name, "image", "building here")
+    image_id = build_local(plan.cluster)
+    return code_shipment(plan) if plan.cluster.spec.run else Shipment(plan.container_image, image_id)
+
+
+def provide(group: Group, plan: Plan, shipment: Optional["Shipment"]) -> dict[str, ImageOutcome]:
+    """The image on every host, by the inventory's image_mode (ship: what `prepare` made)."""
     spec = plan.cluster.spec
     if spec.image_mode == "pull":
         return group.staged("image", lambda h, c: pull(c, spec.image)).succeeded
     if spec.image_mode == "build":
         tarball = context_tarball()
         return group.staged("image", lambda h, c: build_remote(c, plan.cluster, h, tarball)).succeeded
-    for host in plan.cluster.hosts:
-        group.reporter.stage(host.name, "image", "building here")
-    image_id = build_local(plan.cluster)
-    if spec.run:
-        image_id = build_code_image(plan)
-    archive = Archive(plan.container_image, image_id)
-    return group.staged("image", lambda h, c: ship(c, archive)).succeeded
+
+    def one(host: Host, conn) -> ImageOutcome:
+        outcome = ship(conn, shipment, transfer_reporter(group.reporter, host.name))
+        group.reporter.stage(host.name, "image", outcome.summary())
+        return outcome
+    return group.staged("image", one).succeeded
 
 
 def build_command(base: str, tag: str, context: Path = REPO) -> list[list[str]]:
@@ -62,7 +84,7 @@ def build_command(base: str, tag: str, context: Path = REPO) -> list[list[str]]:
 
 def build_local(cluster: Cluster) -> str:
     """Build the image on this machine; returns its ID."""
-    for cmd in build_command(cluster.spec.base_image, cluster.spec.image):
+    for cmd in build_command(cluster.spec.base_image, cluster.spec.image, REPO):
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
@@ -70,29 +92,28 @@ def build_local(cluster: Cluster) -> str:
     return local_image_id(cluster.spec.image)
 
 
-CODE_DOCKERFILE = """\
-# Your code on top of the tfcompose image (built by `tfcompose up` for an inventory with `run:`).
-FROM {base}
-COPY code/ /workspace/
-{requirements}WORKDIR /workspace
-LABEL tfcompose.code="{code_hash}"
-"""
+def code_shipment(plan: Plan) -> "Shipment":
+    """Your code as a layer on the trainer image (or on its requirements image), made here at once;
+    also loaded into this machine's engine (a few KB), so the code image can be pushed or run here."""
+    from launcher import code_image
+    spec = plan.cluster.spec
+    parent_tag = code_image.requirements_image(plan) if spec.run.requirements else spec.image
+    parent = Shipment(parent_tag, local_image_id(parent_tag)).parts()
+    parts = code_image.code_parts(plan, parent, Shipment.parts_cache())
+    load_here(parts)
+    return Shipment(plan.container_image, parts.image_id, parts=parts)
 
 
-def build_code_image(plan: Plan) -> str:
-    """Bake run.code_dir (and its requirements, installed now, not at every start) into a layer."""
-    from launcher.inventory import code_dir
-    cluster = plan.cluster
-    tag, folder, req = plan.container_image, code_dir(cluster), cluster.spec.run.requirements
-    with tempfile.TemporaryDirectory() as ctx:
-        shutil.copytree(folder, Path(ctx) / "code", ignore=shutil.ignore_patterns("__pycache__", ".git"))
-        install = f"RUN python3 -m pip install --no-cache-dir -r /workspace/{req}\n" if req else ""
-        (Path(ctx) / "Dockerfile").write_text(CODE_DOCKERFILE.format(
-            base=cluster.spec.image, requirements=install, code_hash=plan.code_hash))
-        proc = subprocess.run(["docker", "buildx", "build", "--load", "-t", tag, ctx], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise ImageError(f"building your code into {tag} failed:\n  " + "\n  ".join(proc.stderr.strip().splitlines()[-8:]))
-    return local_image_id(tag)
+def load_here(parts: layers.Parts) -> None:
+    """Load into this machine's engine what it lacks of the image (the code layer: KB)."""
+    import docker
+    client = docker.from_env()
+    held = [img.attrs.get("RootFS", {}).get("Layers") or [] for img in client.images.list(all=True)]
+    missing = layers.missing_layers(parts.diff_ids, layers.present_chains(held))
+    proc = subprocess.run(["docker", "load", "-q"], input=gzip.decompress(b"".join(parts.chunks(missing))),
+                          capture_output=True)
+    if proc.returncode != 0 or local_image_id(parts.image) != parts.image_id:
+        raise ImageError(f"loading your code image {parts.image} here failed: {proc.stderr.decode(errors='replace')[-300:]}")
 
 
 def local_image_id(image: str) -> str:
@@ -111,26 +132,23 @@ def remote_image_id(conn, image: str) -> Optional[str]:
 
 
 class Archive:
-    """`docker save` of one image, gzip-compressed once into a cache file, for every host that needs it."""
+    """The plain `docker save` of one image, gzip-compressed once into a cache file: the fallback for
+    engines that do not take a layer delta."""
 
     def __init__(self, image: str, image_id: str, cache_dir: Path | None = None):
         self.image, self.image_id = image, image_id
-        cache = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tfcompose" / "images"
         # The tag is part of the name: the archive records it, and `docker load` recreates it.
         safe_tag = "".join(c if c.isalnum() or c in "._-" else "_" for c in image)
-        self.path = cache / f"{image_id.replace('sha256:', '')[:24]}-{safe_tag}.tar.gz"
+        self.path = (cache_dir or cache_root() / "images") / f"{image_id.replace('sha256:', '')[:24]}-{safe_tag}.tar.gz"
 
     def ensure(self) -> Path:
         if self.path.is_file():
             return self.path
-        import docker
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".part")
         compressor = zlib.compressobj(1, zlib.DEFLATED, 31)  # gzip framing, fast level
         with os.fdopen(fd, "wb") as out:
-            # named=<this tag>: with named=True the SDK writes the image's *first* tag, which for an
-            # image with several tags is not necessarily the one the hosts will look for.
-            for chunk in docker.from_env().images.get(self.image).save(chunk_size=CHUNK, named=self.image):
+            for chunk in save_stream(self.image):
                 out.write(compressor.compress(chunk))
             out.write(compressor.flush())
         os.replace(tmp, self.path)
@@ -142,18 +160,119 @@ class Archive:
                 yield chunk
 
 
-def ship(conn, archive: Archive) -> ImageOutcome:
-    """Load the archive into the host's engine unless it already has that exact image ID."""
-    if remote_image_id(conn, archive.image) == archive.image_id:
-        return ImageOutcome("present", 0, archive.image_id)
-    archive.ensure()
+def cache_root() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tfcompose"
+
+
+def save_stream(image: str) -> Iterator[bytes]:
+    import docker
+    # named=<this tag>: with named=True the SDK writes the image's *first* tag, which for an image
+    # with several tags is not necessarily the one the hosts will look for.
+    return docker.from_env().images.get(image).save(chunk_size=CHUNK, named=image)
+
+
+class Shipment:
+    """What `up` ships, made once for all hosts on first need: the image split into cached layers
+    (for deltas) and, only if some engine refuses a delta, the full archive."""
+
+    def __init__(self, image: str, image_id: str, cache: Path | None = None, parts: layers.Parts | None = None):
+        self.image, self.image_id, self.cache = image, image_id, cache or cache_root()
+        self._lock, self._parts = threading.Lock(), parts
+
+    @staticmethod
+    def parts_cache(root: Path | None = None) -> Path:
+        return (root or cache_root()) / "image-parts"
+
+    def parts(self) -> layers.Parts:
+        with self._lock:
+            if self._parts is None:
+                cache = self.parts_cache(self.cache)
+                self._parts = layers.load_parts(self.image, self.image_id, cache) or \
+                    layers.split_save(self.image, self.image_id, save_stream(self.image), cache)
+            return self._parts
+
+    def full(self) -> Archive:
+        """The plain `docker save` archive, made once: what an engine that takes no delta gets."""
+        with self._lock:
+            archive = Archive(self.image, self.image_id, self.cache / "images")
+            archive.ensure()
+            return archive
+
+
+def ship(conn, shipment: Shipment, on_bytes: Callable[[int, int], None] = lambda done, total: None) -> ImageOutcome:
+    """Only the layers the host's engine lacks; the full archive where an engine cannot take that.
+    The host's image ID is checked afterwards: never silently wrong."""
+    if remote_image_id(conn, shipment.image) == shipment.image_id:
+        return ImageOutcome("present", 0, shipment.image_id)
+    containerd_store, chains = host_layers(conn)
+    if containerd_store:
+        return ship_full(conn, shipment, on_bytes, 0, "full archive: the host's engine uses the containerd "
+                         "image store, which takes no layer delta")
+    try:
+        parts = shipment.parts()
+    except layers.Unsplittable as exc:
+        return ship_full(conn, shipment, on_bytes, 0, f"full archive: {exc}")
+    missing = layers.missing_layers(parts.diff_ids, chains)
+    try:
+        sent = send(conn, parts.chunks(missing), parts.archive_bytes(missing), on_bytes)
+        verify(conn, shipment)
+    except RemoteError as exc:
+        reason = str(exc).splitlines()[-1].strip()[:160]
+        return ship_full(conn, shipment, on_bytes, len(parts.diff_ids), f"full archive: the delta was refused ({reason})")
+    return ImageOutcome("shipped", sent, shipment.image_id, len(missing), len(parts.diff_ids))
+
+
+def ship_full(conn, shipment: Shipment, on_bytes, layer_count: int, note: str) -> ImageOutcome:
+    archive = shipment.full()
+    sent = send(conn, archive.chunks(), archive.path.stat().st_size, on_bytes)
+    verify(conn, shipment)
+    return ImageOutcome("shipped", sent, shipment.image_id, layer_count, layer_count, note)
+
+
+def send(conn, chunks: Iterator[bytes], total: int, on_bytes) -> int:
+    """Stream a gzip archive into the host's `docker load`; returns the bytes sent."""
     before = conn.bytes_sent
-    conn.stream(dc.load_gzipped_archive(), on_output=lambda _: None, stdin_chunks=archive.chunks())
-    loaded = remote_image_id(conn, archive.image)
-    if loaded != archive.image_id:
+
+    def counted() -> Iterator[bytes]:
+        for chunk in chunks:
+            yield chunk
+            on_bytes(conn.bytes_sent - before, total)
+    conn.stream(dc.load_gzipped_archive(), on_output=lambda _: None, stdin_chunks=counted())
+    return conn.bytes_sent - before
+
+
+def verify(conn, shipment: Shipment) -> None:
+    loaded = remote_image_id(conn, shipment.image)
+    if loaded != shipment.image_id:
         raise RemoteError(conn.host.name, "docker load", reason=f"after loading, the host's "
-                          f"{archive.image} is {loaded}, not {archive.image_id}")
-    return ImageOutcome("shipped", conn.bytes_sent - before, archive.image_id)
+                          f"{shipment.image} is {loaded}, not {shipment.image_id}")
+
+
+def host_layers(conn) -> tuple[bool, set[str]]:
+    """(does the engine use the containerd image store, the chain IDs it holds)."""
+    lines = conn.run(dc.image_layers()).stdout.splitlines()
+    containerd = bool(lines) and "io.containerd.snapshotter" in lines[0]
+    lists = []
+    for line in lines[1:]:
+        try:
+            diffs = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(diffs, list) and all(isinstance(d, str) for d in diffs):
+            lists.append(diffs)
+    return containerd, layers.present_chains(lists)
+
+
+def transfer_reporter(reporter, host: str, what: str = "image") -> Callable[[int, int], None]:
+    """Bytes sent → the host's stage detail (rate and ETA), at most about once a second."""
+    start, last = time.monotonic(), [0.0]
+
+    def on_bytes(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 1.0:
+            last[0] = now
+            reporter.transfer(host, what, done, total, now - start)
+    return on_bytes
 
 
 def pull(conn, image: str) -> ImageOutcome:

@@ -162,6 +162,11 @@ def _local_user(environ: dict[str, str]) -> str:
     return environ.get("USER") or getpass.getuser()
 
 
+def dataset_source(cluster: Cluster) -> Optional[Path]:
+    source = cluster.spec.dataset_source
+    return _local_path(source, cluster.path.resolve().parent) if source else None
+
+
 def code_dir(cluster: Cluster) -> Optional[Path]:
     run = cluster.spec.run
     return _local_path(run.code_dir, cluster.path.resolve().parent) if run else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from launcher.inventory import Cluster, Host, code_dir
+from launcher.inventory import Cluster, Host, code_dir, dataset_source
 from launcher.inventory_schema import RemotePath, system_path
 from trainer.validation import Problem
 
@@ -37,7 +37,21 @@ def names_and_chiefs(hosts: Any) -> list[Problem]:
 
 def cross_checks(cluster: Cluster) -> list[Problem]:
     return (_port_checks(cluster) + _loopback_checks(cluster) + _file_checks(cluster) + _run_checks(cluster)
-            + _parallel_checks(cluster) + _folder_checks(cluster))
+            + _parallel_checks(cluster) + _folder_checks(cluster) + _dataset_checks(cluster))
+
+
+def _dataset_checks(cluster: Cluster) -> list[Problem]:
+    """A dataset_source must be copyable exactly (no file is read here: that is `up`'s work)."""
+    root = dataset_source(cluster)
+    if root is None:
+        return []
+    from launcher.dataset import source_problems
+    problems = [Problem(("dataset_source",), f"Received {p}", "a folder of class folders holding plain, readable "
+                        "files (symlinks only to files inside it)") for p in source_problems(root)[:5]]
+    if not any(h.data_dir for h in cluster.hosts):
+        problems.append(Problem(("dataset_source",), "Received a dataset_source but no host has a data_dir",
+                                "defaults.data_dir: the folder on each host that receives the copy"))
+    return problems
 
 
 def _port_checks(cluster: Cluster) -> list[Problem]:

@@ -216,6 +216,10 @@ class Inventory(_Strict):
     # Or your own MWMS program instead of the trainer (exactly one of train and run).
     run: Optional[RunSpec] = field(None, expected="a mapping with command and code_dir")
     hosts: List[HostEntry] = field(..., expected="a list of 1–256 hosts", min_length=1, max_length=256)
+    # A dataset folder on this machine (<class>/<image> inside): `up` makes every host's data_dir an
+    # exact copy of it, sending only what changed. Without it, data_dir is copied by hand (and
+    # `up` still checks that every host holds the same files).
+    dataset_source: Optional[LocalPath] = field(None, expected="a folder on this machine with class folders of images")
     # Commands run on this machine by `up --wait` after the run is collected, with TFC_RUN_DIR,
     # TFC_OUTCOME, TFC_MESSAGE, TFC_CLUSTER and TFC_RUN_ID in their environment (sh -c).
     on_finish: Optional[PlainText] = field(None, expected="a shell command (text without control characters)")

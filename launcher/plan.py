@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -59,9 +59,16 @@ def make(cluster: Cluster) -> Plan:
                 parallel=parallel, placement=placement(cluster) if parallel else {})
 
 
-def run_id(cluster: Cluster, code: str) -> str:
+def with_contents(plan: Plan, image_id: str = "", dataset_digest: str = "") -> Plan:
+    """The plan of an `up` that knows what the hosts will run: a rebuilt image or a changed
+    dataset_source is then a new run (new containers), as a changed inventory is."""
+    return replace(plan, run_id=run_id(plan.cluster, plan.code_hash, image=image_id, data=dataset_digest))
+
+
+def run_id(cluster: Cluster, code: str, **contents: str) -> str:
     doc = {"spec": cluster.spec.model_dump(mode="json"), "code": code,
            "hosts": [vars(h) | {"identity_file": None} for h in cluster.hosts]}
+    doc.update({k: v for k, v in contents.items() if v})
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
@@ -84,11 +91,14 @@ def code_hash(folder: Optional[Path]) -> str:
 
 
 def container_image(image: str, code: Optional[str]) -> str:
-    if code is None:
-        return image
+    return image if code is None else sibling_tag(image, f"run-{code[:12]}")
+
+
+def sibling_tag(image: str, tag: str) -> str:
+    """The same repository as `image` (a registry's :port is not a tag) under another tag."""
     last = image.rsplit("/", 1)[-1]
     repo = image.rsplit(":", 1)[0] if ":" in last else image
-    return f"{repo}:run-{code[:12]}"
+    return f"{repo}:{tag}"
 
 
 def placement(cluster: Cluster) -> dict[str, list[str]]:

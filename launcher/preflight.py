@@ -36,7 +36,7 @@ def preflight(group: Group) -> dict[str, HostReady]:
         reporter.stage(host.name, "connect")
         conn.client  # noqa: B018  (connect now, so SSH problems are reported as such)
         reporter.stage(host.name, "preflight")
-        ready = check_host(host, conn, name, peer_of(group.cluster, host))
+        ready = check_host(host, conn, name, peer_of(group.cluster, host), synced=bool(group.cluster.spec.dataset_source))
         for warning in ready.warnings:
             reporter.warn(host.name, warning)
         return ready
@@ -72,12 +72,12 @@ def peer_of(cluster, host: Host) -> str:
     return others[0].address if others else ""
 
 
-def check_host(host: Host, conn, cluster: str, peer: str = "") -> HostReady:
+def check_host(host: Host, conn, cluster: str, peer: str = "", synced: bool = False) -> HostReady:
     sent = time.time()
     result = conn.run(dc.host_probe(host.workdir, host.data_dir or "", host.tf_port, cluster, host.name, peer),
                       check=False)
     facts = parse_facts(result.stdout)
-    problems, warnings = judge(host, facts, midpoint=(sent + time.time()) / 2)
+    problems, warnings = judge(host, facts, midpoint=(sent + time.time()) / 2, synced=synced)
     if problems:
         raise RemoteError(host.name, reason="not ready: " + "; ".join(problems))
     return HostReady(host.name, facts, warnings)
@@ -87,8 +87,9 @@ def parse_facts(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
-def judge(host: Host, facts: dict, midpoint: float) -> tuple[list[str], list[str]]:
-    """Problems (block the start) and warnings from one host's preflight facts."""
+def judge(host: Host, facts: dict, midpoint: float, synced: bool = False) -> tuple[list[str], list[str]]:
+    """Problems (block the start) and warnings from one host's preflight facts. synced: `up` fills
+    data_dir from dataset_source, so it need not exist yet."""
     problems, warnings = [], []
     if facts.get("docker") != "ok":
         problems.append(f"`docker info` fails for this user ({facts.get('docker', 'no answer')})")
@@ -105,7 +106,7 @@ def judge(host: Host, facts: dict, midpoint: float) -> tuple[list[str], list[str
     free_kb = facts.get("free_kb", "")
     if free_kb.isdigit() and int(free_kb) < MIN_FREE_GB * 1024 * 1024:
         problems.append(f"only {int(free_kb) // 1024} MB free in {host.workdir} (need {MIN_FREE_GB} GB)")
-    if host.data_dir and facts.get("data_dir") != "ok":
+    if host.data_dir and facts.get("data_dir") != "ok" and not synced:
         problems.append(f"data_dir {host.data_dir} does not exist")
     offset = clock_offset(facts.get("clock", ""), midpoint)
     if offset is not None and abs(offset) > CLOCK_WARN_S:

@@ -9,6 +9,15 @@ class Reporter(Protocol):
     def stage(self, host: str, stage: str, detail: str = "") -> None: ...
     def warn(self, host: str | None, message: str) -> None: ...
     def progress(self, host: str, progress, restarts: int = 0) -> None: ...   # a trainer/progress.Progress
+    def transfer(self, host: str, what: str, done: int, total: int, elapsed_s: float) -> None: ...
+
+
+def transfer_detail(what: str, done: int, total: int, elapsed_s: float) -> str:
+    """`sending image: 120.0 of 1,500.0 MB, 45.2 MB/s, ETA 0:00:31`."""
+    rate = done / elapsed_s if elapsed_s > 0 else 0.0
+    left = max(total - done, 0) / rate if rate > 0 else None
+    eta = "" if left is None else f", ETA {int(left) // 3600}:{int(left) % 3600 // 60:02d}:{int(left) % 60:02d}"
+    return f"sending {what}: {done / 1e6:,.1f} of {max(total, done) / 1e6:,.1f} MB, {rate / 1e6:.1f} MB/s{eta}"
 
 
 class NullReporter:
@@ -19,6 +28,9 @@ class NullReporter:
         pass
 
     def progress(self, host: str, progress, restarts: int = 0) -> None:
+        pass
+
+    def transfer(self, host: str, what: str, done: int, total: int, elapsed_s: float) -> None:
         pass
 
 
@@ -41,6 +53,10 @@ class RecordingReporter:
     def progress(self, host: str, progress, restarts: int = 0) -> None:
         with self._lock:
             self.events.append((host, "progress", f"{progress.trial_index}/{progress.epoch}"))
+
+    def transfer(self, host: str, what: str, done: int, total: int, elapsed_s: float) -> None:
+        with self._lock:
+            self.events.append((host, "transfer", f"{what} {done}/{total}"))
 
     def stages(self, host: str) -> list[str]:
         return [s for h, s, _ in self.events if h == host]

@@ -1,14 +1,18 @@
 """`up`: the stages in order, on every host; all or nothing.
 
-    plan → preflight (+ cluster rules) → render → push → image → links → start [→ wait → collect]
+    dataset source → preflight (+ cluster rules) → image built here → render → push → image on the
+    hosts → dataset (sync, verify) → links → start [→ wait → collect]
+
+The run id covers the inventory, your code, the image built here and the dataset_source: change
+any of them and `up` starts new containers; change nothing and it restarts nothing.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from launcher import hooks, image, links, plan as plan_mod, preflight, push, render, start, wait
+from launcher import dataset, hooks, image, links, plan as plan_mod, preflight, push, render, start, wait
 from launcher.collect import collect_into
 from launcher.errors import ClusterFailed, TfcError
 from launcher.group import Group
@@ -23,20 +27,26 @@ class UpReport:
     started: dict
     links: Optional[links.Matrix] = None
     nics: Optional[dict] = None
+    datasets: dict = field(default_factory=dict)
     outcome: Optional[wait.RunOutcome] = None
 
 
 def up(cluster: Cluster, reporter=None, parallel: Optional[int] = None,
        wait_for_end: bool = False, poll_s: float = 2.0, runs_dir: Path = Path("runs")) -> UpReport:
+    source = dataset.source_manifest(cluster)   # a bad dataset_source stops here, before any host is touched
     with Group(cluster, reporter, parallel) as group:
         plan, facts = preflight.ready_plan(group, plan_mod.make(cluster))
+        shipment = image.prepare(group, plan)
+        plan = plan_mod.with_contents(plan, shipment.image_id if shipment else "", dataset_digest(source))
         pushed = push.push(group, render.render_cluster(plan))
-        images = image.provide(group, plan)
+        images = image.provide(group, plan, shipment)
+        datasets = dataset.provide(group, plan, source) if dataset.needed(cluster) else {}
         matrix = links.check(group, plan) if links.needed(plan, facts) else None
         started = start.start(group, plan)
         for host in cluster.hosts:
             group.reporter.stage(host.name, "running")
-        report = UpReport(plan.run_id, pushed, {h: asdict(o) for h, o in images.items()}, started, matrix, plan.nics)
+        report = UpReport(plan.run_id, pushed, {h: asdict(o) for h, o in images.items()}, started, matrix, plan.nics,
+                          datasets={h: asdict(o) for h, o in datasets.items()})
         if wait_for_end:
             report.outcome = wait.wait_for_chief(group, plan, poll_s)
             collect_after(group, plan, report.outcome, runs_dir)
@@ -47,6 +57,11 @@ def up(cluster: Cluster, reporter=None, parallel: Optional[int] = None,
             if report.outcome.failed:
                 raise ClusterFailed(report.outcome.message)
     return report
+
+
+def dataset_digest(source) -> str:
+    from launcher.dataset_digest import digest
+    return digest(source) if source else ""
 
 
 def collect_after(group: Group, plan, outcome: wait.RunOutcome, runs_dir: Path) -> None:

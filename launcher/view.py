@@ -72,6 +72,14 @@ class RichReporter:
             for line in lines:
                 out.print(f"{host}: {line}", markup=False, soft_wrap=True)
 
+    def transfer(self, host: str, what: str, done: int, total: int, elapsed_s: float) -> None:
+        """On a terminal, the host's row shows bytes, rate and ETA; off it, transfers stay quiet."""
+        if self.live:
+            from launcher.progress import transfer_detail
+            with self._lock:
+                self.stages[host] = (self.stages.get(host, ("", ""))[0], transfer_detail(what, done, total, elapsed_s))
+                self.live.update(self._table())
+
     def warn(self, host: str | None, message: str) -> None:
         err.print(f"warning: {host + ': ' if host else ''}{message}", markup=False, soft_wrap=True)
 
@@ -92,10 +100,21 @@ def _without_clock(detail: str) -> str:
 
 
 def up_table(cluster, report) -> Table:
-    rows = [[h.name, f"{report.bytes_pushed[h.name]:,} B",
-             f"{report.images[h.name]['action']} ({report.images[h.name]['bytes_sent']:,} B)", report.started[h.name]]
+    rows = [[h.name, f"{report.bytes_pushed[h.name]:,} B", image_summary(report.images[h.name])]
+            + ([dataset_summary(report.datasets.get(h.name))] if report.datasets else []) + [report.started[h.name]]
             for h in cluster.hosts]
-    return table(f"cluster {cluster.name}, run {report.run_id}", ["host", "bundle sent", "image", "container"], rows)
+    columns = ["host", "bundle sent", "image"] + (["dataset"] if report.datasets else []) + ["container"]
+    return table(f"cluster {cluster.name}, run {report.run_id}", columns, rows)
+
+
+def dataset_summary(outcome: dict | None) -> str:
+    from launcher.dataset import DatasetOutcome
+    return DatasetOutcome(**outcome).summary() if outcome else "no data_dir"
+
+
+def image_summary(outcome: dict) -> str:
+    from launcher.image import ImageOutcome
+    return ImageOutcome(**outcome).summary()
 
 
 def status_table(cluster, states) -> Table:

@@ -136,48 +136,19 @@ def sshd_farm(tmp_path):
 
 
 @pytest.fixture(scope="session")
-def second_engine(tmp_path_factory):
-    """A second, empty Docker engine on its own socket: a "remote host" that lacks every image.
+def image_cache(tmp_path_factory) -> Path:
+    """One XDG cache for the session: the trainer image's layers are split and compressed once."""
+    return tmp_path_factory.mktemp("xdg-cache")
 
-    Shares the kernel and network namespace (host networking works across both engines) but not
-    images or containers, so shipping an image to it is real work."""
+
+@pytest.fixture(scope="session")
+def second_engine(tmp_path_factory):
+    """A second, empty Docker engine on its own socket (tests/engine.py): a host lacking every image."""
     import shutil
+    from engine import SecondEngine
     require(docker_ok(), "no Docker engine answers `docker info`")
     require(shutil.which("dockerd") is not None and shutil.which("ip") is not None and os.getuid() == 0,
             "a second dockerd needs dockerd, iproute2 and root")
-    root = tmp_path_factory.mktemp("engine2")
-    sock = f"unix://{root}/docker.sock"
-    # Its own bridge: with --bridge=none, dockerd deletes the default docker0 the first engine
-    # uses (measured). The bridge gets a link-local /30 and carries no traffic: trainer
-    # containers use host networking.
-    bridge = f"tfc-e2-{os.getpid() % 100000}"
-    subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)
-    subprocess.run(["ip", "addr", "add", "169.254.77.1/30", "dev", bridge], check=True)
-    log = open(root / "dockerd.log", "w")
-    proc = subprocess.Popen(["dockerd", "--data-root", f"{root}/data", "--exec-root", f"{root}/exec",
-                             "--pidfile", f"{root}/docker.pid", "-H", sock, f"--bridge={bridge}", "--iptables=false",
-                             "--ip6tables=false", "--ip-masq=false"], stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    env = {**os.environ, "DOCKER_HOST": sock}
-    for _ in range(60):
-        if subprocess.run(["docker", "info"], env=env, capture_output=True).returncode == 0:
-            break
-        assert proc.poll() is None, (root / "dockerd.log").read_text()[-2000:]
-        import time
-        time.sleep(0.5)
-    yield sock
-    ids = subprocess.run(["docker", "ps", "-aq"], env=env, capture_output=True, text=True).stdout.split()
-    if ids:
-        subprocess.run(["docker", "rm", "-f", *ids], env=env, capture_output=True)
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    subprocess.run(["ip", "link", "del", bridge], capture_output=True)
-    # dockerd leaves its netns bind mount (exec/netns/default) mounted: unmount before deleting.
-    leftovers = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
-                 if line.split()[1].startswith(str(root))]
-    for mount in sorted(leftovers, reverse=True):
-        subprocess.run(["umount", "-l", mount], capture_output=True)
-    shutil.rmtree(root, ignore_errors=True)
+    engine = SecondEngine(tmp_path_factory.mktemp("engine2")).start()
+    yield engine.sock
+    engine.stop()

@@ -187,6 +187,18 @@ def inventory_cases() -> list[Case]:
                  ssh_config="Match exec \"touch ./pwned-by-match-exec\"\n  User x\nHost box\n  HostName 10.0.0.9\n"),
         validate("ssh-config-include", inventory(), "valid", exit=(0,), ssh_config="Include /etc/passwd\n"),
         validate("dollar-escape", inventory(run={**RUN, "env": {"T": "a$$b"}}), "valid", exit=(0,), **CODE),
+        validate("dataset-source-missing", inventory(dataset_source="./nowhere", defaults={"data_dir": "/data"}),
+                 "dataset_source: Received"),
+        validate("dataset-source-flat", inventory(dataset_source="./flat", defaults={"data_dir": "/data"}),
+                 "no class folders", **{"flat/a.png": "x"}),
+        validate("dataset-source-own-temp-name", inventory(dataset_source="./d", defaults={"data_dir": "/data"}),
+                 "temporary names", **{"d/train/CN/a.png.tfcompose-part": "x"}),
+        validate("dataset-source-escape-name", inventory(dataset_source="./d", defaults={"data_dir": "/data"}),
+                 "control characters", **{"d/train/CN/\x1b]0;pwned\x07.png": "x"}),
+        validate("dataset-source-no-data-dir", inventory(dataset_source="./d"), "no host has a data_dir",
+                 **{"d/train/CN/a.png": "x"}),
+        validate("dataset-source-ok", inventory(dataset_source="./d", defaults={"data_dir": "/data"}), "valid",
+                 exit=(0,), **{"d/train/CN/a.png": "x"}),
     ]
     return cases
 

@@ -4,13 +4,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
 from conftest import compose_leftovers, free_ports, trainer_image  # noqa: F401  (fixture)
+from engine import empty_engine
+from launcher import REPO, image as images, inventory
 from launcher.cli import main
 from sshd import write_inventory
 
@@ -53,16 +57,41 @@ def cluster_env(sshd_farm, tmp_path, trainer_image):  # noqa: F811
             subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
 
 
+def changed_trainer_context(folder: Path, first_line: str) -> Path:
+    """A copy of the image's build context whose trainer starts with `first_line`."""
+    for name in ("trainer", "docker"):
+        shutil.copytree(REPO / name, folder / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / ".dockerignore", folder / ".dockerignore")
+    main_py = folder / "trainer" / "__main__.py"
+    main_py.write_text(first_line + main_py.read_text())
+    return folder
+
+
+def tree_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def wait_for_log(capsys, inv: Path, host: str, text: str, seconds: float = 60) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        code, out, _ = cli(capsys, "logs", "-i", str(inv), "--no-follow", "--host", host)
+        if text in out:
+            return True
+        time.sleep(1)
+    return False
+
+
 def cli(capsys, *args) -> tuple[int, str, str]:
     code = main(list(args))
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
 
-def test_up_wait_ships_trains_across_hosts_collects_and_down_cleans(cluster_env, second_engine, capsys, tmp_path,
-                                                                    monkeypatch):
+def test_up_wait_ships_trains_across_hosts_collects_and_down_cleans(cluster_env, second_engine, image_cache, capsys,
+                                                                    tmp_path, monkeypatch):
     # h1 runs on a second, empty Docker engine: the image must really travel there over SSH.
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    empty_engine(second_engine)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(image_cache))
     hook = tmp_path / "hook.txt"
     name, inv, hosts = cluster_env(n=2, engines={1: second_engine}, train={**TRAIN, "epochs": 3},
                                    on_finish=f'echo "$TFC_OUTCOME $TFC_RUN_DIR" >> {hook}', on_failure=f"echo failed >> {hook}")
@@ -75,9 +104,10 @@ def test_up_wait_ships_trains_across_hosts_collects_and_down_cleans(cluster_env,
                           r"ETA \d+:\d\d:\d\d$", out, re.M)
         assert seen == [(t, c, e) for t, c in (("1", "small_cnn"), ("2", "deep_cnn")) for e in "123"], out
     assert "\x1b" not in out
-    shipped = re.search(r"│ h1 .*│ shipped \(([\d,]+) B\)", out)
-    assert shipped and int(shipped.group(1).replace(",", "")) > 500_000_000, out  # the whole image, compressed
-    assert re.search(r"│ h0 .*│ present \(0 B\)", out), out
+    shipped = re.search(r"^h1: image \(shipped (\d+)/(\d+) layers, ([\d,]+) B\)$", out, re.M)
+    assert shipped and shipped.group(1) == shipped.group(2), out  # an empty engine: every layer
+    assert int(shipped.group(3).replace(",", "")) > 500_000_000, out  # the whole image, compressed
+    assert re.search(r"^h0: image \(present, 0 B\)$", out, re.M), out
     latest = runs / name / "latest"
     doc = json.loads((latest / "results.json").read_text())
     assert [c["candidate"] for c in doc["candidates"]] == ["small_cnn", "deep_cnn"]
@@ -107,8 +137,20 @@ def test_up_wait_ships_trains_across_hosts_collects_and_down_cleans(cluster_env,
     # Again with nothing changed: nothing shipped, nothing pushed, nothing restarted.
     code, out, err = cli(capsys, "up", "-i", str(inv))
     assert code == 0, out + err
-    assert out.count("already exited") == 2 and "shipped" not in out and out.count("present (0 B)") == 2
+    assert out.count("already exited") == 2 and "shipped" not in out and len(re.findall(r"^h\d: image \(present, 0 B\)$", out, re.M)) == 2
     assert out.count("│ 0 B") == 2  # bundle bytes
+
+    # A change in trainer/: only the trainer's layer (and what follows it) travels, and it runs.
+    context = changed_trainer_context(tmp_path / "context", 'print("TFC-DELTA-MARK", flush=True)\n')
+    monkeypatch.setattr(images, "REPO", context)
+    code, out, err = cli(capsys, "up", "-i", str(inv))
+    assert code == 0, out + err
+    shipped = re.search(r"^h1: image \(shipped (\d+)/(\d+) layers, ([\d,]+) B\)$", out, re.M)
+    assert shipped and int(shipped.group(1)) == 1 < int(shipped.group(2)), out
+    assert int(shipped.group(3).replace(",", "")) <= tree_bytes(context / "trainer") + 1_000_000, out
+    assert wait_for_log(capsys, inv, "h1", "TFC-DELTA-MARK"), "the new trainer did not run on h1"
+    monkeypatch.undo()
+    images.build_local(inventory.load(inv))  # the image tag back to this checkout's trainer, for later tests
 
     code, out, err = cli(capsys, "down", "-i", str(inv), "--purge")
     assert code == 0 and "h0: removed 1 container(s), purged" in out and "h1: removed 1 container(s), purged" in out
@@ -158,7 +200,7 @@ def test_build_mode_builds_on_each_host_then_collect_brings_results_back(cluster
     name, inv, hosts = cluster_env(n=2, train=train, image_mode="build")
     code, out, err = cli(capsys, "up", "-i", str(inv), "--parallel", "1")
     assert code == 0, out + err
-    assert out.count("│ built (") == 2 and "h0: image" in out
+    assert out.count("│ built, ") == 2 and "h0: image" in out
     assert all((h.workdir / name / "build-context" / "docker" / "Dockerfile").is_file() for h in hosts)
     states = wait_until_exited(inv, capsys)
     assert {h: s["exit_code"] for h, s in states.items()} == {"h0": 0, "h1": 0}

@@ -58,3 +58,41 @@ def test_fetch_wheels_reuses_its_wheels_until_the_base_image_changes(tmp_path):
     refetch = subprocess.run(["bash", str(script), base], capture_output=True, text=True, env=offline)
     assert refetch.returncode == 1 and "no wheel downloaded" in refetch.stderr
     assert not wheel.exists() and not stamp.exists()
+
+
+def test_an_engine_loads_a_delta_archive_that_carries_only_the_layer_it_lacks(tmp_path):
+    """The way in for layer deltas, on this machine's real engine: the base's layers stay behind."""
+    import gzip
+    import json as json_
+
+    from conftest import docker_ok, require
+    from launcher import layers
+    require(docker_ok(), "no Docker engine answers `docker info`")
+    for name, text in (("base", "FROM scratch\nCOPY big /big\n"), ("top", "FROM tfc-test-delta-base:1\nCOPY small /small\n")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "Dockerfile").write_text(text)
+    (tmp_path / "base" / "big").write_bytes(os.urandom(3_000_000))
+    (tmp_path / "top" / "small").write_text("the code that changed\n")
+    try:
+        for name in ("base", "top"):
+            build = subprocess.run(["docker", "buildx", "build", "--load", "-t", f"tfc-test-delta-{name}:1",
+                                    str(tmp_path / name)], capture_output=True, text=True)
+            assert build.returncode == 0, build.stderr
+        image_id = images.local_image_id("tfc-test-delta-top:1")
+        parts = images.Shipment("tfc-test-delta-top:1", image_id, tmp_path / "cache").parts()
+        held = subprocess.run(["docker", "image", "inspect", "--format", "{{json .RootFS.Layers}}", "tfc-test-delta-base:1"],
+                              capture_output=True, text=True, check=True).stdout
+        missing = layers.missing_layers(parts.diff_ids, layers.present_chains([json_.loads(held)]))
+        archive = b"".join(parts.chunks(missing))
+        assert missing == [1] and len(archive) < 10_000  # the 3 MB base layer is not in it
+        subprocess.run(["docker", "rmi", "tfc-test-delta-top:1"], capture_output=True, check=True)
+        load = subprocess.run(["docker", "load"], input=gzip.decompress(archive), capture_output=True)
+        assert load.returncode == 0, load.stderr
+        assert images.local_image_id("tfc-test-delta-top:1") == image_id
+        run = subprocess.run(["docker", "create", "tfc-test-delta-top:1", "x"], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr  # a usable image, both layers in place
+        cp = subprocess.run(["docker", "cp", f"{run.stdout.strip()}:/small", "-"], capture_output=True)
+        subprocess.run(["docker", "rm", run.stdout.strip()], capture_output=True)
+        assert b"the code that changed" in cp.stdout
+    finally:
+        subprocess.run(["docker", "rmi", "-f", "tfc-test-delta-top:1", "tfc-test-delta-base:1"], capture_output=True)

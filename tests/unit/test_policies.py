@@ -177,3 +177,12 @@ def test_the_code_folder_is_hashed_once_per_command_however_many_hosts(tmp_path,
     from launcher import render
     bundles = render.render_cluster(made)
     assert len(bundles) == 8 and len(calls) == 1
+
+
+def test_a_rebuilt_image_or_a_changed_dataset_source_is_a_new_run_and_nothing_else_is():
+    made = plan_mod.make(cluster(2))
+    assert plan_mod.with_contents(made).run_id == made.run_id  # render and export know no image: same id
+    ids = {plan_mod.with_contents(made, image, data).run_id
+           for image, data in (("sha256:a", ""), ("sha256:b", ""), ("sha256:a", "d1"), ("sha256:a", "d2"))}
+    assert len(ids) == 4 and made.run_id not in ids
+    assert plan_mod.with_contents(made, "sha256:a").run_id == plan_mod.with_contents(made, "sha256:a").run_id

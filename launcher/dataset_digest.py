@@ -1,0 +1,109 @@
+"""The manifest of a dataset folder: every file's relative path, size and SHA-256, plus what is
+not a plain file or folder. A per-file cache keyed by size and modification time means an
+unchanged 100k-file dataset is not read again on every `up`.
+
+Standard library only, no imports from tfcompose: this file is also sent, as it is, to every
+host and run there by python3 (the host's, or the trainer image's), so the launcher and the hosts
+compute the manifest with the same code. Owner of the manifest format.
+
+    python3 dataset_digest.py ROOT [CACHE_FILE]   → one JSON object on stdout
+"""
+import hashlib
+import json
+import os
+import stat
+import sys
+import tempfile
+
+MARKER = ".tfcompose-dataset"   # written by the sync into a data_dir it owns; not part of the data
+PART = ".tfcompose-part"        # a file still arriving; not part of the data
+CHUNK = 1 << 20
+
+
+def manifest(root, cache_path=None, follow_file_links=False):
+    """{"files": {rel: [size, sha256]}, "other": [rel], "empty_dirs": [rel], "unreadable": [rel]}.
+    follow_file_links: a symlink to a file counts as that file (the launcher's source, whose links
+    were checked to stay inside it); on a host, a link is "other" and a copy does not hold one."""
+    if not os.path.isdir(root):
+        return {"missing": True, "files": {}, "other": [], "empty_dirs": [], "unreadable": []}
+    cache, fresh = _load_cache(cache_path), {}
+    doc = {"files": {}, "other": [], "empty_dirs": [], "unreadable": []}
+    for dirpath, dirnames, filenames in os.walk(root, onerror=lambda e: doc["unreadable"].append(
+            os.path.relpath(e.filename, root) if e.filename else ".")):
+        dirnames.sort()
+        rel_dir = os.path.relpath(dirpath, root)
+        if not dirnames and not filenames and rel_dir != ".":
+            doc["empty_dirs"].append(rel_dir)
+        for name in sorted(filenames) + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            rel = name if rel_dir == "." else rel_dir + "/" + name
+            if rel in (MARKER,) or name.endswith(PART):
+                continue
+            _add(doc, fresh, cache, os.path.join(dirpath, name), rel, follow_file_links)
+    if cache_path:
+        _save_cache(cache_path, fresh)
+    return doc
+
+
+def _add(doc, fresh, cache, path, rel, follow):
+    try:
+        st = os.stat(path) if follow and os.path.isfile(path) else os.lstat(path)
+    except OSError:
+        doc["unreadable"].append(rel)
+        return
+    if not stat.S_ISREG(st.st_mode):
+        doc["other"].append(rel)
+        return
+    # The inode and ctime too: a file replaced by a rename (as the sync does) is a new inode, even
+    # when its size and mtime happen to equal the old one's.
+    key = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
+    known = cache.get(rel)
+    digest = known[4] if isinstance(known, list) and known[:4] == key and len(known) == 5 else _hash(path)
+    if digest is None:
+        doc["unreadable"].append(rel)
+        return
+    fresh[rel] = key + [digest]
+    doc["files"][rel] = [st.st_size, digest]
+
+
+def _hash(path):
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            while True:
+                chunk = fh.read(CHUNK)
+                if not chunk:
+                    return h.hexdigest()
+                h.update(chunk)
+    except OSError:
+        return None
+
+
+def _load_cache(path):
+    try:
+        with open(path) as fh:
+            doc = json.load(fh)
+        return doc if isinstance(doc, dict) else {}
+    except (OSError, ValueError, TypeError):
+        return {}
+
+
+def _save_cache(path, entries):
+    """Atomically: a cut run leaves the old cache or the new one, never half of one."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", suffix=PART)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(entries, fh)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a cache that cannot be written only costs time next run
+
+
+def digest(doc):
+    """One hash for a whole manifest: two copies agree exactly when their digests do."""
+    canonical = json.dumps([sorted(doc["files"].items()), sorted(doc["other"]), sorted(doc["empty_dirs"]),
+                            sorted(doc["unreadable"])], separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+if __name__ == "__main__":
+    json.dump(manifest(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None), sys.stdout, separators=(",", ":"))

@@ -1,0 +1,68 @@
+"""A second, empty Docker engine on its own socket: a "remote host" that lacks every image. Used
+by the tests (conftest.second_engine) and the benchmarks.
+
+It shares the kernel and network namespace (host networking works across both engines) but not
+images or containers, so shipping an image to it is real work."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+
+class SecondEngine:
+    def __init__(self, root: Path, bridge: str = ""):
+        self.root, self.sock = root, f"unix://{root}/docker.sock"
+        # Its own bridge: with --bridge=none, dockerd deletes the default docker0 the first
+        # engine uses (measured). The bridge gets a link-local /30 and carries no traffic.
+        self.bridge = bridge or f"tfc-e2-{os.getpid() % 100000}"
+        self.env = {**os.environ, "DOCKER_HOST": self.sock}
+        self.proc = None
+
+    def start(self) -> "SecondEngine":
+        subprocess.run(["ip", "link", "add", self.bridge, "type", "bridge"], check=True)
+        subprocess.run(["ip", "addr", "add", "169.254.77.1/30", "dev", self.bridge], check=True)
+        log = open(self.root / "dockerd.log", "w")
+        r = self.root
+        self.proc = subprocess.Popen(["dockerd", "--data-root", f"{r}/data", "--exec-root", f"{r}/exec",
+                                      "--pidfile", f"{r}/docker.pid", "-H", self.sock, f"--bridge={self.bridge}",
+                                      "--iptables=false", "--ip6tables=false", "--ip-masq=false"],
+                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        for _ in range(60):
+            if subprocess.run(["docker", "info"], env=self.env, capture_output=True).returncode == 0:
+                return self
+            assert self.proc.poll() is None, (self.root / "dockerd.log").read_text()[-2000:]
+            time.sleep(0.5)
+        raise RuntimeError("the second dockerd did not answer within 30 s")
+
+    def stop(self) -> None:
+        ids = subprocess.run(["docker", "ps", "-aq"], env=self.env, capture_output=True, text=True).stdout.split()
+        if ids:
+            subprocess.run(["docker", "rm", "-f", *ids], env=self.env, capture_output=True)
+        if self.proc:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
+        # dockerd leaves its netns bind mount (exec/netns/default) mounted: unmount before deleting.
+        leftovers = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
+                     if line.split()[1].startswith(str(self.root))]
+        for mount in sorted(leftovers, reverse=True):
+            subprocess.run(["umount", "-l", mount], capture_output=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def empty(self) -> None:
+        empty_engine(self.sock)
+
+
+def empty_engine(sock: str) -> None:
+    """Remove every container and image of an engine: a host that has nothing yet."""
+    env = {**os.environ, "DOCKER_HOST": sock}
+    ids = subprocess.run(["docker", "ps", "-aq"], env=env, capture_output=True, text=True).stdout.split()
+    if ids:
+        subprocess.run(["docker", "rm", "-f", *ids], env=env, capture_output=True)
+    subprocess.run(["docker", "image", "prune", "-af"], env=env, capture_output=True, check=True)
