@@ -127,8 +127,8 @@ def sync_once(cluster) -> dict:
 
 
 def dataset_round(cluster, host, source: Path, cache_home: Path) -> dict:
-    shutil.rmtree(host.workdir / cluster.name, ignore_errors=True)    # the host's cache
-    shutil.rmtree(host.workdir / "data", ignore_errors=True)
+    shutil.rmtree(host.bundle_dir, ignore_errors=True)    # the host's cache
+    shutil.rmtree(host.data_dir, ignore_errors=True)
     shutil.rmtree(cache_home / "tfcompose" / "datasets", ignore_errors=True)  # this machine's cache
     first = sync_once(cluster)
     same = sync_once(cluster)
@@ -170,6 +170,7 @@ def main(repeats: int) -> None:
         with Connection.for_host(code_cluster, code_cluster.hosts[0]) as conn:
             image.ship(conn, image.Shipment(IMAGE, image.local_image_id(IMAGE), cache=root / "xdg" / "tfcompose"))  # the host gets the image once
             for rep in range(repeats):
+                results["dataset"].append(dataset_round(data_cluster, data_cluster.hosts[0], root / "oasis", root / "xdg"))
                 edit(root / "code" / "train.py")
                 results["code edit, full"].append(code_full(code_cluster, conn))
                 edit(root / "code" / "train.py")
@@ -177,7 +178,6 @@ def main(repeats: int) -> None:
                 results["trainer change, full"].append(trainer_full(conn, context, base, root / "xdg" / "tfcompose"))
                 results["trainer change, delta"].append(trainer_delta(conn, context, base, root / "xdg" / "tfcompose"))
                 results["nothing changed"].append(unchanged(conn, root / "xdg" / "tfcompose"))
-                results["dataset"].append(dataset_round(data_cluster, data_cluster.hosts[0], root / "oasis", root / "xdg"))
                 print(f"rep {rep + 1}/{repeats}: " + ", ".join(f"{k} {v[-1]['seconds']:.1f} s" for k, v in results.items()
                                                               if k != "dataset"), flush=True)
     finally:
@@ -215,13 +215,21 @@ def dataset_table(results: dict) -> str:
     return "\n".join(rows)
 
 
+def human(n: float) -> str:
+    """Bytes as a person reads them: 1.9 KB, 38 KB, 1.49 GB."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit} sent"
+    return f"{n:.0f} B sent"
+
+
 def plot(results: dict) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
     cases = ["code edit", "trainer change"]
     for offset, way in ((-0.2, "full"), (0.2, "delta")):
         left.bar([i + offset for i in range(2)], [med(results[f"{c}, {way}"])[0] for c in cases], width=0.4, label=way)
         for i, c in enumerate(cases):
-            left.annotate(f"{med(results[f'{c}, {way}'], 'bytes')[0] / 1e6:,.2f} MB", (i + offset, med(results[f"{c}, {way}"])[0]),
+            left.annotate(human(med(results[f"{c}, {way}"], "bytes")[0]), (i + offset, med(results[f"{c}, {way}"])[0]),
                           ha="center", va="bottom", fontsize=7)
     left.set_xticks(range(2), cases)
     left.set_ylabel("seconds until the host has the image")

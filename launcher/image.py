@@ -8,7 +8,6 @@
 """
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import os
@@ -105,15 +104,29 @@ def code_shipment(plan: Plan) -> "Shipment":
 
 
 def load_here(parts: layers.Parts) -> None:
-    """Load into this machine's engine what it lacks of the image (the code layer: KB)."""
+    """Load into this machine's engine what it lacks of the image (the code layer: KB); every
+    layer if it refuses that (an engine that takes no delta)."""
     import docker
-    client = docker.from_env()
-    held = [img.attrs.get("RootFS", {}).get("Layers") or [] for img in client.images.list(all=True)]
+    try:
+        if local_image_id(parts.image) == parts.image_id:
+            return
+    except ImageError:
+        pass
+    held = [img.attrs.get("RootFS", {}).get("Layers") or [] for img in docker.from_env().images.list(all=True)]
     missing = layers.missing_layers(parts.diff_ids, layers.present_chains(held))
-    proc = subprocess.run(["docker", "load", "-q"], input=gzip.decompress(b"".join(parts.chunks(missing))),
-                          capture_output=True)
-    if proc.returncode != 0 or local_image_id(parts.image) != parts.image_id:
-        raise ImageError(f"loading your code image {parts.image} here failed: {proc.stderr.decode(errors='replace')[-300:]}")
+    for attempt in (missing, list(range(len(parts.diff_ids)))):
+        # `docker load` reads gzip itself (several members, too): the archive streams in as it is.
+        proc = subprocess.Popen(["docker", "load", "-q"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        try:
+            for chunk in parts.chunks(attempt):
+                proc.stdin.write(chunk)
+        except BrokenPipeError:
+            pass
+        _, err = proc.communicate()
+        if proc.returncode == 0 and local_image_id(parts.image) == parts.image_id:
+            return
+    raise ImageError(f"loading your code image {parts.image} here failed: {err.decode(errors='replace')[-300:]}")
 
 
 def local_image_id(image: str) -> str:

@@ -31,6 +31,7 @@ class RichReporter:
         from rich.live import Live
         self.stages = {h: ("waiting", "") for h in hosts}
         self.bars: dict[str, tuple] = {}
+        self.sending: dict[str, float] = {}     # host → fraction of a transfer under way
         self._printed: dict[str, tuple] = {}
         self.live = Live(self._table(), console=out, refresh_per_second=4, transient=False) if out.is_terminal else None
         self._lock = threading.Lock()
@@ -42,7 +43,8 @@ class RichReporter:
             t.add_column(column, overflow="fold")
         for host, (stage, detail) in self.stages.items():
             p, text = self.bars.get(host, (None, ""))
-            bar = ProgressBar(total=1.0, completed=p.fraction, width=20) if p else Text("")
+            done = p.fraction if p else self.sending.get(host)
+            bar = ProgressBar(total=1.0, completed=done, width=20) if done is not None else Text("")
             t.add_row(Text(host), Text(stage), bar, Text(text or detail))
         return t
 
@@ -51,6 +53,7 @@ class RichReporter:
             if self.stages.get(host) == (stage, detail):
                 return
             self.stages[host] = (stage, detail)
+            self.sending.pop(host, None)
             if self.live:
                 self.live.update(self._table())
             elif self._printed.get(host) != (stage, _without_clock(detail)):
@@ -78,6 +81,7 @@ class RichReporter:
             from launcher.progress import transfer_detail
             with self._lock:
                 self.stages[host] = (self.stages.get(host, ("", ""))[0], transfer_detail(what, done, total, elapsed_s))
+                self.sending[host] = min(done / total, 1.0) if total else 0.0
                 self.live.update(self._table())
 
     def warn(self, host: str | None, message: str) -> None:

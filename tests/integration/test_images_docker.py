@@ -96,3 +96,42 @@ def test_an_engine_loads_a_delta_archive_that_carries_only_the_layer_it_lacks(tm
         assert b"the code that changed" in cp.stdout
     finally:
         subprocess.run(["docker", "rmi", "-f", "tfc-test-delta-top:1", "tfc-test-delta-base:1"], capture_output=True)
+
+
+def test_a_code_layer_made_without_docker_loads_and_holds_the_code(tmp_path, monkeypatch):
+    """The image `up` makes of run.code_dir by appending a layer here is one Docker accepts and runs."""
+    import json
+
+    import yaml
+
+    from conftest import docker_ok, require
+    from launcher import inventory, plan as plan_mod
+    require(docker_ok(), "no Docker engine answers `docker info`")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "Dockerfile").write_text("FROM scratch\nCOPY hello /hello\nWORKDIR /srv\nCMD [\"/hello\"]\n")
+    (tmp_path / "base" / "hello").write_text("from the base\n")
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "train.py").write_text("print('my script')\n")
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump({"cluster": "c", "image": "tfc-test-code-base:1", "hosts": [{"name": "a", "address": "10.0.0.1"}],
+                                   "run": {"command": ["python", "train.py"], "code_dir": str(tmp_path / "code")}}))
+    plan = plan_mod.make(inventory.load(inv))
+    try:
+        build = subprocess.run(["docker", "buildx", "build", "--load", "-t", "tfc-test-code-base:1", str(tmp_path / "base")],
+                               capture_output=True, text=True)
+        assert build.returncode == 0, build.stderr
+        shipment = images.code_shipment(plan)
+        assert images.local_image_id(plan.container_image) == shipment.image_id  # loaded here too
+        inspect, base = json.loads(subprocess.run(["docker", "image", "inspect", plan.container_image, "tfc-test-code-base:1"],
+                                                  capture_output=True, text=True, check=True).stdout)
+        assert inspect["Config"]["Labels"]["tfcompose.code"] == plan.code_hash and inspect["Config"]["WorkingDir"] == "/workspace"
+        assert inspect["Config"]["Cmd"] == ["/hello"] and inspect["RootFS"]["Layers"][:-1] == base["RootFS"]["Layers"]
+        made = subprocess.run(["docker", "create", plan.container_image], capture_output=True, text=True, check=True).stdout.strip()
+        for path, text in (("/workspace/train.py", b"print('my script')"), ("/hello", b"from the base")):
+            cp = subprocess.run(["docker", "cp", f"{made}:{path}", "-"], capture_output=True)
+            assert text in cp.stdout, path
+        subprocess.run(["docker", "rm", made], capture_output=True)
+        assert images.code_shipment(plan).image_id == shipment.image_id  # the same code: the same image, nothing to send
+    finally:
+        subprocess.run(["docker", "rmi", "-f", plan.container_image, "tfc-test-code-base:1"], capture_output=True)

@@ -122,3 +122,24 @@ def test_following_other_hosts_stops_only_a_grace_after_the_chief_ended():
     assert not stop.is_set()  # just ended: the worker's last lines still come through
     time.sleep(0.25)
     assert stop.is_set()
+
+
+def test_a_long_transfer_shows_a_bar_with_rate_and_eta_on_a_terminal_and_nothing_off_it(capsys, monkeypatch):
+    import io
+    from rich.console import Console
+    from launcher import view
+    quiet = view.RichReporter(["h1"])
+    quiet.stage("h1", "image")
+    quiet.transfer("h1", "image", 30_000_000, 120_000_000, 3.0)
+    assert capsys.readouterr().out == "h1: image\n"  # off a terminal: the stage, no byte counts
+
+    screen = io.StringIO()
+    monkeypatch.setattr(view, "out", Console(file=screen, force_terminal=True, width=140, color_system=None))
+    live = view.RichReporter(["h1"])
+    with live:
+        live.stage("h1", "image")
+        live.transfer("h1", "image", 30_000_000, 120_000_000, 3.0)
+    shown = Console(file=io.StringIO(), width=140, color_system=None)
+    shown.print(live._table())
+    table = shown.file.getvalue()
+    assert "sending image: 30.0 of 120.0 MB, 10.0 MB/s, ETA 0:00:09" in table and "━" in table
