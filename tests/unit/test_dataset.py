@@ -1,5 +1,5 @@
 """Dataset sync and verification without hosts: the source checks, manifests and their cache, the
-rules that say what to send, remove or refuse (tests/integration/test_dataset.py runs them over sshd)."""
+rules that say what to send, remove or refuse (tests/integration/test_dataset_sync.py runs them over sshd)."""
 from __future__ import annotations
 
 import io
