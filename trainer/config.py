@@ -96,6 +96,11 @@ class TrainConfig(_Strict):
     # auto: multi_worker when TF_CONFIG names >1 task, mirrored for several local GPUs, else one_device.
     strategy: Literal["auto", "multi_worker", "mirrored", "one_device"] = field(
         "auto", expected="'auto', 'multi_worker', 'mirrored' or 'one_device'")
+    # Number format of the layers' computations (weights stay float32): mixed_float16 for GPUs
+    # with tensor cores (loss scaling is applied for you), mixed_bfloat16 for recent GPUs, TPUs
+    # and CPUs with bfloat16 support; the final softmax always runs in float32.
+    precision: Literal["float32", "mixed_float16", "mixed_bfloat16"] = field(
+        "float32", expected="'float32', 'mixed_float16' or 'mixed_bfloat16'")
     # Collective implementation: auto = NCCL when GPUs are present, RING otherwise.
     communication: Literal["auto", "ring", "nccl"] = field("auto", expected="'auto', 'ring' or 'nccl'")
     # Seconds to wait for every peer to join before naming the missing ones and exiting.

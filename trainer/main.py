@@ -116,7 +116,7 @@ def run(cfg: TrainConfig, info: ClusterInfo) -> int:
             + ", ".join(data.skipped[:10]) + (" …" if len(data.skipped) > 10 else ""))
     state = run_search(cfg, info.task_name, strategy, data, chief, log)
     if chief:
-        doc = results_doc(state, info.num_workers or 1, replicas, data, started, cfg.search.mode)
+        doc = results_doc(state, info.num_workers or 1, replicas, data, started, cfg.search.mode, cfg.precision)
         write_json_atomic(Path(cfg.results_dir) / "results.json", doc)
         log("\n" + leaderboard(state.done))
         log(f"best: {doc['best']['candidate']} (val_accuracy {doc['best']['val_accuracy']:.4f}); "

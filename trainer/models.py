@@ -18,6 +18,13 @@ layers = tf.keras.layers
 Builder = Callable[..., tf.keras.Model]
 
 
+def head(num_classes: int) -> list:
+    """The classifier on top of every built-in candidate. The softmax is its own layer in float32:
+    under a mixed precision policy the rest computes in float16/bfloat16, but probabilities and
+    the loss stay in float32 (the tf.keras mixed precision guide's advice)."""
+    return [layers.Dense(num_classes), layers.Activation("softmax", dtype="float32")]
+
+
 def small_cnn(input_shape, num_classes, weights="none"):
     return tf.keras.Sequential([
         layers.Input(input_shape),
@@ -25,7 +32,7 @@ def small_cnn(input_shape, num_classes, weights="none"):
         layers.MaxPooling2D(),
         layers.Flatten(),
         layers.Dense(64, activation="relu"),
-        layers.Dense(num_classes, activation="softmax"),
+        *head(num_classes),
     ], name="small_cnn")
 
 
@@ -41,7 +48,8 @@ def deep_cnn(input_shape, num_classes, weights="none"):
         model.add(layers.Activation("relu"))
         model.add(layers.MaxPooling2D())
     model.add(layers.GlobalAveragePooling2D())
-    model.add(layers.Dense(num_classes, activation="softmax"))
+    for layer in head(num_classes):
+        model.add(layer)
     return model
 
 
@@ -59,8 +67,9 @@ def _application(app: Callable, name: str):
                    input_shape=tuple(x.shape[1:]))
         base.trainable = weights == "none"  # pretrained: train the new head only
         x = layers.GlobalAveragePooling2D()(base(x))
-        outputs = layers.Dense(num_classes, activation="softmax")(x)
-        return tf.keras.Model(inputs, outputs, name=name)
+        for layer in head(num_classes):
+            x = layer(x)
+        return tf.keras.Model(inputs, x, name=name)
     return build
 
 
@@ -100,6 +109,8 @@ def build(name: str, input_shape, num_classes: int, weights: str) -> tf.keras.Mo
     if not isinstance(model, tf.keras.Model):
         raise ConfigError(f"candidates: {name!r} returned {type(model).__name__}. Expected a tf.keras model "
                           "(with TF_USE_LEGACY_KERAS=1, build it with tf.keras, not `import keras`).")
+    if model.output.dtype != tf.float32:  # a user's model under a mixed policy: the loss in float32
+        model = tf.keras.Model(model.inputs, layers.Activation("linear", dtype="float32")(model.output), name=model.name)
     return model
 
 

@@ -50,7 +50,7 @@ def write_dir(results_dir: Path, chief: bool) -> Iterator[Path]:
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def results_doc(state, workers: int, replicas: int, data, started, mode: str) -> dict:
+def results_doc(state, workers: int, replicas: int, data, started, mode: str, precision: str = "float32") -> dict:
     """results.json: schema 1. `restarts` counts how often the search was resumed."""
     import datetime as dt
     import tensorflow as tf
@@ -62,6 +62,7 @@ def results_doc(state, workers: int, replicas: int, data, started, mode: str) ->
         "workers": workers, "replicas": replicas,
         "restarts": state.starts - 1,
         "mode": mode,
+        "precision": precision,
         "class_names": data.class_names,
         "images": {"train": data.train_count, "val": data.val_count},
         "skipped_images": {"count": len(data.skipped), "files": data.skipped[:100]},

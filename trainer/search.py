@@ -124,6 +124,9 @@ class Outcome:
 
 
 def compile_candidate(name: str, learning_rate: float, cfg: TrainConfig, data: Data, strategy) -> tf.keras.Model:
+    # Layers take the global policy when they are made; under mixed_float16, compile wraps the
+    # optimizer in a LossScaleOptimizer by itself.
+    tf.keras.mixed_precision.set_global_policy(cfg.precision)
     with strategy.scope():
         model = models.build(name, data.input_shape, data.num_classes, cfg.weights)
         if model.output_shape[-1] != data.num_classes:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 
 import pytest
@@ -20,13 +19,9 @@ def code(tmp_path):
     return folder
 
 
-def test_a_custom_loop_script_runs_unchanged_across_two_hosts(cluster_env, second_engine, image_cache, capsys,
-                                                              tmp_path, monkeypatch):
-    # h1 on a second engine: the code image travels there, and after an edit only the code does.
-    monkeypatch.setenv("XDG_CACHE_HOME", str(image_cache))
-    folder = code(tmp_path)
-    run = {"command": ["python", "train.py"], "code_dir": str(folder), "join_timeout_s": 120, "deadline_s": 600}
-    name, inv, hosts = cluster_env(n=2, run=run, engines={1: second_engine})
+def test_a_custom_loop_script_runs_unchanged_across_two_hosts(cluster_env, capsys, tmp_path):
+    run = {"command": ["python", "train.py"], "code_dir": str(code(tmp_path)), "join_timeout_s": 120, "deadline_s": 600}
+    name, inv, hosts = cluster_env(n=2, run=run)
     runs = tmp_path / "runs"
     code_, out, err = cli(capsys, "up", "-i", str(inv), "--wait", "--runs", str(runs))
     assert code_ == 0, out + err
@@ -45,17 +40,6 @@ def test_a_custom_loop_script_runs_unchanged_across_two_hosts(cluster_env, secon
         assert "epoch 3: loss" in log
     assert plan.make(cluster).container_image.startswith("tfcompose-trainer:run-")
 
-    # One line of the script changed: up again sends h1 only the code layer, and the new code runs.
-    script = folder / "train.py"
-    script.write_text(script.read_text().replace('print("TFC "', 'print("TFC-CODE-V2", flush=True)\nprint("TFC "', 1))
-    code_, out, err = cli(capsys, "up", "-i", str(inv), "--wait", "--runs", str(runs))
-    assert code_ == 0, out + err
-    shipped = re.search(r"^h1: image \(shipped (\d+)/(\d+) layers, ([\d,]+) B\)$", out, re.M)
-    assert shipped and int(shipped.group(1)) == 1 < int(shipped.group(2)), out
-    code_bytes = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
-    assert int(shipped.group(3).replace(",", "")) <= code_bytes + 1_000_000, out
-    for host in cluster.hosts:
-        assert "TFC-CODE-V2" in (runs / name / "latest" / "logs" / f"{host.name}.log").read_text()
     assert cli(capsys, "down", "-i", str(inv))[0] == 0 and labelled(name) == []
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import compose_leftovers, free_ports, trainer_image  # noqa: F401  (fixture)
+from conftest import FIXTURES, compose_leftovers, free_ports, trainer_image  # noqa: F401  (fixture)
 from engine import empty_engine
 from launcher import REPO, image as images, inventory
 from launcher.cli import main
@@ -158,6 +158,31 @@ def test_up_wait_ships_trains_across_hosts_collects_and_down_cleans(cluster_env,
     assert not any((h.workdir / name).exists() for h in hosts)
     code, out, err = cli(capsys, "down", "-i", str(inv))  # idempotent
     assert code == 0 and "h0: removed 0 container(s)" in out
+
+
+def test_a_code_edit_reaches_a_host_as_one_small_layer_and_runs(cluster_env, second_engine, image_cache, capsys,
+                                                                tmp_path, monkeypatch):
+    """`run:` code on a host whose engine holds the trainer image (the test above put it there, or
+    this test's first up does): after a one-line edit only the code layer travels."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(image_cache))
+    folder = tmp_path / "my_project"
+    shutil.copytree(FIXTURES / "byo", folder)
+    run = {"command": ["python", "train.py"], "code_dir": str(folder), "join_timeout_s": 120, "deadline_s": 600}
+    name, inv, hosts = cluster_env(n=2, run=run, engines={1: second_engine})
+    runs = tmp_path / "runs"
+    code, out, err = cli(capsys, "up", "-i", str(inv), "--wait", "--runs", str(runs))
+    assert code == 0, out + err
+    script = folder / "train.py"
+    script.write_text(script.read_text().replace('print("TFC "', 'print("TFC-CODE-V2", flush=True)\nprint("TFC "', 1))
+    code, out, err = cli(capsys, "up", "-i", str(inv), "--wait", "--runs", str(runs))
+    assert code == 0, out + err
+    shipped = re.search(r"^h1: image \(shipped (\d+)/(\d+) layers, ([\d,]+) B\)$", out, re.M)
+    assert shipped and int(shipped.group(1)) == 1 < int(shipped.group(2)), out
+    assert int(shipped.group(3).replace(",", "")) <= tree_bytes(folder) + 1_000_000, out
+    assert re.search(r"^h0: image \(present, 0 B\)$", out, re.M), out  # made here, so already in this engine
+    for host in ("h0", "h1"):
+        assert "TFC-CODE-V2" in (runs / name / "latest" / "logs" / f"{host}.log").read_text()
+    assert cli(capsys, "down", "-i", str(inv))[0] == 0 and labelled(name) == []
 
 
 def test_closed_port_fails_preflight_and_starts_nothing_anywhere(cluster_env, capsys):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -69,6 +70,30 @@ def test_two_workers_search_together_and_only_the_chief_writes(trainers, image_f
               f"[worker:0] {first} first training step done", f"[worker:0] {first} epoch 1/2"]
     positions = [chief_log.find(s) for s in stages]
     assert -1 not in positions and positions == sorted(positions), list(zip(stages, positions))
+
+
+def test_mixed_bfloat16_trains_on_two_cpu_workers_with_a_float32_softmax(trainers, image_folder, tmp_path):
+    ports = free_ports(2)
+    addresses = [f"127.0.0.1:{p}" for p in ports]
+    results = [tmp_path / "chief", tmp_path / "worker"]
+    args = ["--epochs", "1", "--candidates", "small_cnn", "--results-dir", "{results}", "--batch-per-replica", "16",
+            "--join-timeout-s", "120", "--set", "precision=mixed_bfloat16", "--set",
+            "dataset={kind: image_folder, train_dir: %s, val_dir: %s, image_size: [32, 32]}"
+            % (image_folder / "train", image_folder / "val")]
+    procs = [trainers.start([a.replace("{results}", str(results[i])) for a in args], tf_config(addresses, i), name=f"b{i}")
+             for i in range(2)]
+    for proc in procs:
+        assert proc.wait(timeout=300) == 0, proc.log_path.read_text()[-3000:]
+    doc = json.loads((results[0] / "results.json").read_text())
+    assert doc["precision"] == "mixed_bfloat16" and doc["workers"] == 2
+    rows = list(csv.DictReader((results[0] / doc["candidates"][0]["history"]).open()))
+    assert all(math.isfinite(float(r["loss"])) and math.isfinite(float(r["val_loss"])) for r in rows), rows
+    check = subprocess.run([sys.executable, str(FIXTURES / "model_policies.py"), str(results[0] / "best_model.keras")],
+                           capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stderr[-2000:]
+    seen = json.loads(check.stdout.strip().splitlines()[-1])
+    assert seen["policies"][0] == "mixed_bfloat16" and seen["policies"][-1] == "float32", seen  # the softmax
+    assert seen["output"] == "float32" and seen["finite"], seen
 
 
 def test_single_process_without_tf_config_gives_the_same_artefacts(trainers, image_folder, tmp_path):
