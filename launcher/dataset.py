@@ -24,6 +24,7 @@ from launcher.errors import BadAnswer, InventoryError, TfcError
 from launcher.group import Group
 from launcher.inventory import Cluster, Host, dataset_source
 from launcher.plan import Plan
+from launcher.progress import transfer_reporter
 
 CHUNK = 1 << 20
 MANIFEST_TIMEOUT_S = 6 * 3600   # the first hash of a large dataset reads every byte once
@@ -215,7 +216,6 @@ def tar_stream(root: Path, paths: list[str], source: dict) -> Iterator[bytes]:
 
 def provide(group: Group, plan: Plan, source: Optional[dict]) -> dict[str, DatasetOutcome]:
     """Sync (with a source), then verify every host's copy; raises DatasetMismatch naming hosts and files."""
-    from launcher.image import transfer_reporter
     root = dataset_source(plan.cluster)
 
     def one(host: Host, conn) -> DatasetOutcome:

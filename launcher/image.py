@@ -15,7 +15,6 @@ import subprocess
 import tarfile
 import tempfile
 import threading
-import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from launcher.errors import ImageError, RemoteError
 from launcher.group import Group
 from launcher.inventory import Cluster, Host
 from launcher.plan import Plan
+from launcher.progress import transfer_reporter
 
 CHUNK = 1 << 20
 BUILD_TIMEOUT_S = 3 * 3600
@@ -70,7 +70,7 @@ def provide(group: Group, plan: Plan, shipment: Optional["Shipment"]) -> dict[st
         return group.staged("image", lambda h, c: build_remote(c, plan.cluster, h, tarball)).succeeded
 
     def one(host: Host, conn) -> ImageOutcome:
-        outcome = ship(conn, shipment, transfer_reporter(group.reporter, host.name))
+        outcome = ship(conn, shipment, transfer_reporter(group.reporter, host.name, "image"))
         group.reporter.stage(host.name, "image", outcome.summary())
         return outcome
     return group.staged("image", one).succeeded
@@ -274,18 +274,6 @@ def host_layers(conn) -> tuple[bool, set[str]]:
         if isinstance(diffs, list) and all(isinstance(d, str) for d in diffs):
             lists.append(diffs)
     return containerd, layers.present_chains(lists)
-
-
-def transfer_reporter(reporter, host: str, what: str = "image") -> Callable[[int, int], None]:
-    """Bytes sent → the host's stage detail (rate and ETA), at most about once a second."""
-    start, last = time.monotonic(), [0.0]
-
-    def on_bytes(done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - last[0] >= 1.0:
-            last[0] = now
-            reporter.transfer(host, what, done, total, now - start)
-    return on_bytes
 
 
 def pull(conn, image: str) -> ImageOutcome:

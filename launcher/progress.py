@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import threading
-from typing import Protocol
+import time
+from typing import Callable, Protocol
 
 
 class Reporter(Protocol):
@@ -60,3 +61,15 @@ class RecordingReporter:
 
     def stages(self, host: str) -> list[str]:
         return [s for h, s, _ in self.events if h == host]
+
+
+def transfer_reporter(reporter, host: str, what: str) -> Callable[[int, int], None]:
+    """Bytes sent → the host's stage detail (rate and ETA), at most about once a second."""
+    start, last = time.monotonic(), [0.0]
+
+    def on_bytes(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 1.0:
+            last[0] = now
+            reporter.transfer(host, what, done, total, now - start)
+    return on_bytes
