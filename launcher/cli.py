@@ -72,18 +72,23 @@ def preflight_cmd(inventory_path: Path = InventoryOpt, parallel: Optional[int] =
     """Check every host at once: SSH, Docker, compose v2, GPUs, tf_port, workdir, disk, data_dir, clock."""
     from launcher import plan as plan_mod
     from launcher.group import Group
-    from launcher.preflight import links_if_possible, ready_plan
+    from launcher.preflight import datasets_if_needed, links_if_possible, ready_plan
     from launcher.view import RichReporter
     cluster = _load(inventory_path)
     with RichReporter([h.name for h in cluster.hosts]) as rep, Group(cluster, rep, parallel) as group:
         plan, facts = ready_plan(group, plan_mod.make(cluster))
         matrix = links_if_possible(group, plan, facts)
+        datasets = datasets_if_needed(group, plan)
     for host in cluster.hosts:
         f = facts[host.name]
         _say(f"{host.name}: ready (docker compose {f.get('compose')}, {int(f.get('free_kb', '0') or 0) // 1048576} GB "
              f"free, nic {plan.nic(host) or '?'})")
     _say(f"links between hosts (TF port):\n{matrix.text()}" if matrix else
          "links between hosts: checked by `up` once the image is on every host")
+    if cluster.spec.dataset_source:
+        _say("datasets: `up` makes every data_dir a copy of dataset_source, then checks them")
+    elif datasets:
+        _say(f"datasets: the {len(datasets)} hosts hold the same files ({next(iter(datasets.values())).summary()})")
 
 
 @app.command("up")

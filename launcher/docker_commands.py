@@ -152,7 +152,7 @@ def dataset_manifest(data_dir: str, cache_file: str, image: str, script: str) ->
             'if [ ! -d "$data" ]; then echo \'{"missing":true,"files":{},"other":[],"empty_dirs":[],"unreadable":[]}\'; exit 0; fi; '
             'mkdir -p "$(dirname "$cache")"; '
             'if command -v python3 >/dev/null 2>&1; then exec python3 -c "$script" "$data" "$cache"; fi; '
-            'exec docker run --rm --network none -v "$data:/data:ro" -v "$(dirname "$cache"):/cache" '
+            'exec docker run --rm --pull never --network none -v "$data:/data:ro" -v "$(dirname "$cache"):/cache" '
             '--entrypoint python3 "$image" -c "$script" /data "/cache/$(basename "$cache")"',
             "sh", data_dir, cache_file, image, script]
 

@@ -66,6 +66,15 @@ def links_if_possible(group: Group, plan: Plan, facts: dict[str, dict]):
     return links.check(group, plan)
 
 
+def datasets_if_needed(group: Group, plan: Plan):
+    """`tfcompose preflight`: hand-copied datasets must agree now (DatasetMismatch names host and
+    files); with dataset_source, `up` makes them agree, so there is nothing to refuse yet (None)."""
+    from launcher import dataset
+    if plan.cluster.spec.dataset_source or not dataset.needed(plan.cluster):
+        return None
+    return dataset.provide(group, plan, None)
+
+
 def peer_of(cluster, host: Host) -> str:
     """The host this one talks to first (its route tells which NIC carries the cluster's traffic)."""
     others = [h for h in cluster.hosts if h.name != host.name]

@@ -100,6 +100,8 @@ def test_up_syncs_the_dataset_exactly_sends_only_changes_and_refuses_hosts_that_
     # Copied by hand (no dataset_source) and one host lost a file: up refuses, naming host and file.
     (data[1] / files[2]).unlink()
     with_dataset(inv, hosts)
+    code, out, err = cli(capsys, "preflight", "-i", str(inv))
+    assert code == 1 and f"h1: 1 difference(s) from h0: missing {files[2]}" in err, out + err
     code, out, err = cli(capsys, "up", "-i", str(inv))
     assert code == 1 and f"h1: 1 difference(s) from h0: missing {files[2]}" in err, out + err
     assert "h0: 1 difference" not in err
