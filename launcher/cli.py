@@ -241,11 +241,18 @@ def _print_error(text: str) -> None:
     err.print(text, markup=False, soft_wrap=True)
 
 
+def _interrupted() -> int:
+    _print_error("tfcompose: interrupted (containers already started keep running: `tfcompose down` stops them)")
+    return int(ExitCode.INTERRUPTED)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     try:
         result = app(args=argv, prog_name="tfcompose", standalone_mode=False)
+        if result == ExitCode.INTERRUPTED:    # typer answers Ctrl-C by returning 130, silently
+            return _interrupted()
         return int(result or ExitCode.OK)
     except BadInput as exc:
         if debug:
@@ -261,8 +268,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         _print_error(f"tfcompose: {exc}")
         return int(exc.exit_code)
     except (KeyboardInterrupt, typer.Abort):
-        _print_error("tfcompose: interrupted (containers already started keep running: `tfcompose down` stops them)")
-        return int(ExitCode.INTERRUPTED)
+        return _interrupted()
     except typer.Exit as exc:
         return int(exc.exit_code)
     except typer.TyperException as exc:  # usage errors: unknown option, missing argument...

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from launcher import docker_commands as dc
+from launcher import docker_commands as dc, relay
 from launcher.errors import RemoteError
 from launcher.group import Group, GroupResult
 from launcher.inventory import Cluster, Host
@@ -36,6 +36,8 @@ def purge(host: Host, conn) -> None:
 def down_host(host: Host, conn, cluster: str, with_purge: bool) -> str:
     removed = remove_containers(host, conn, cluster)
     conn.run(dc.remove_project_networks(cluster))
+    # An `up` cut off mid-relay (killed, power cut) can leave its temporary keys: they go now.
+    conn.run(relay.revoke_command(relay.marker(cluster), host.bundle_dir))
     if with_purge:
         purge(host, conn)
     return f"removed {removed} container(s)" + (f", purged {host.bundle_dir}" if with_purge else "")

@@ -16,11 +16,11 @@ import tarfile
 import tempfile
 import threading
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-from launcher import REPO, docker_commands as dc, layers
+from launcher import REPO, docker_commands as dc, layers, relay
 from launcher.errors import ImageError, RemoteError
 from launcher.group import Group
 from launcher.inventory import Cluster, Host
@@ -41,7 +41,8 @@ class ImageOutcome:
     image_id: str = ""
     layers_sent: int = 0
     layers_total: int = 0
-    note: str = ""     # why a host got the full archive instead of a delta
+    note: str = ""     # why a host got the full archive instead of a delta; where a relay took it from
+    via: str = ""      # relayed: the host it came from ("" when the launcher sent it)
 
     def summary(self) -> str:
         """`shipped 2/14 layers, 20,480 B`, `present, 0 B`; with the reason for a full archive."""
@@ -69,11 +70,79 @@ def provide(group: Group, plan: Plan, shipment: Optional["Shipment"]) -> dict[st
         tarball = context_tarball()
         return group.staged("image", lambda h, c: build_remote(c, plan.cluster, h, tarball)).succeeded
 
+    relayed = relay_first(group, plan.cluster, shipment)
+
     def one(host: Host, conn) -> ImageOutcome:
-        outcome = ship(conn, shipment, transfer_reporter(group.reporter, host.name, "image"))
+        outcome = relayed.served.get(host.name)
+        if outcome is None:
+            outcome = ship(conn, shipment, transfer_reporter(group.reporter, host.name, "image"))
+            if host.name in relayed.broken:
+                outcome = replace(outcome, note="; ".join(filter(None, [outcome.note, "sent directly: the relay "
+                                                                        f"did not serve it ({relayed.broken[host.name]})"])))
         group.reporter.stage(host.name, "image", outcome.summary())
         return outcome
     return group.staged("image", one).succeeded
+
+
+@dataclass
+class Relayed:
+    served: dict[str, ImageOutcome] = field(default_factory=dict)   # hosts whose image came through the chain
+    broken: dict[str, str] = field(default_factory=dict)            # chain hosts it did not serve, and why
+
+
+def relay_first(group: Group, cluster: Cluster, shipment: "Shipment") -> Relayed:
+    """With image_relay on (or auto and 3+ hosts lacking layers): the layers go once, to the first
+    host lacking them, and along a chain of the others (relay.py); each host's image ID is checked."""
+    setting = cluster.spec.image_relay
+    if relay.chain_for(setting, [h.name for h in cluster.hosts]) == []:
+        return Relayed()
+    try:
+        parts = shipment.parts()
+    except layers.Unsplittable:
+        return Relayed()
+    needs = group.run("image", lambda h, c: layers_needed(c, shipment, parts)).succeeded
+    chain = [h for h in cluster.hosts if h.name in relay.chain_for(setting, [n for n, m in needs.items() if m])]
+    if not chain:
+        return Relayed()
+    first = min(needs[h.name][0] for h in chain)      # every layer some host of the chain lacks
+    for before, host in zip(chain, chain[1:]):
+        group.reporter.stage(host.name, "image", f"receiving through the relay from {before.name}")
+    conn, layer_list = group.conn(chain[0]), list(range(first, len(parts.diff_ids)))
+    chunks = counted(conn, parts.chunks(layer_list), parts.archive_bytes(layer_list),
+                     transfer_reporter(group.reporter, chain[0].name, "image"))
+    before_bytes = conn.bytes_sent
+    result = relay.run_chain(group, chain, chunks, cluster.name)
+    for name, why in result.not_removed.items():
+        group.reporter.warn(name, f"the relay's key could not be removed ({why}); `tfcompose down` removes it")
+    checked = group.run("image", lambda h, c: verify(c, shipment), [h for h in chain if h.name in result.reached])
+    return relayed_outcomes(chain, result, checked, needs, len(parts.diff_ids), conn.bytes_sent - before_bytes,
+                            shipment.image_id)
+
+
+def relayed_outcomes(chain: list[Host], result, checked, needs: dict[str, list[int]], total: int, sent: int,
+                     image_id: str) -> Relayed:
+    """Pure: what each chain host got, from the chain's walk and the image checks after it."""
+    out = Relayed()
+    onward = ", ".join(h.name for h in chain[1:] if h.name in checked.succeeded) or "no other host"
+    for i, host in enumerate(chain):
+        if host.name in checked.succeeded:
+            via = chain[i - 1].name if i else ""
+            out.served[host.name] = ImageOutcome("relayed" if via else "shipped", 0 if via else sent, image_id,
+                                                 len(needs[host.name]), total, f"from {via}" if via else
+                                                 f"passed on to {onward}", via)
+        else:
+            exc = checked.failed.get(host.name)
+            out.broken[host.name] = result.broken.get(host.name) or (str(exc).splitlines()[0] if exc else "not reached")
+    return out
+
+
+def layers_needed(conn, shipment: "Shipment", parts: layers.Parts) -> list[int]:
+    """The layers this host lacks; [] when it has the image or its engine takes no delta (it is
+    then served directly)."""
+    if remote_image_id(conn, shipment.image) == shipment.image_id:
+        return []
+    containerd_store, chains = host_layers(conn)
+    return [] if containerd_store else layers.missing_layers(parts.diff_ids, chains)
 
 
 def build_command(base: str, tag: str, context: Path = REPO) -> list[list[str]]:
@@ -245,13 +314,16 @@ def ship_full(conn, shipment: Shipment, on_bytes, layer_count: int, note: str) -
 def send(conn, chunks: Iterator[bytes], total: int, on_bytes) -> int:
     """Stream a gzip archive into the host's `docker load`; returns the bytes sent."""
     before = conn.bytes_sent
-
-    def counted() -> Iterator[bytes]:
-        for chunk in chunks:
-            yield chunk
-            on_bytes(conn.bytes_sent - before, total)
-    conn.stream(dc.load_gzipped_archive(), on_output=lambda _: None, stdin_chunks=counted())
+    conn.stream(dc.load_gzipped_archive(), on_output=lambda _: None, stdin_chunks=counted(conn, chunks, total, on_bytes))
     return conn.bytes_sent - before
+
+
+def counted(conn, chunks: Iterator[bytes], total: int, on_bytes) -> Iterator[bytes]:
+    """The chunks, telling `on_bytes(done, total)` what has gone over `conn` so far."""
+    before = conn.bytes_sent
+    for chunk in chunks:
+        yield chunk
+        on_bytes(conn.bytes_sent - before, total)
 
 
 def verify(conn, shipment: Shipment) -> None:

@@ -206,6 +206,9 @@ class Inventory(_Strict):
                             pattern=IMAGE_RE, max_length=255)
     # ship: build here, copy to hosts lacking it; pull: docker pull on each host; build: build on each host.
     image_mode: Literal["ship", "pull", "build"] = field("ship", expected="'ship', 'pull' or 'build'")
+    # ship to many hosts: auto sends the layers once and lets the hosts pass them on among themselves
+    # when 3 or more hosts lack some (on: 2 or more; off: the launcher sends to each host itself).
+    image_relay: Literal["auto", "on", "off"] = field("auto", expected="'auto', 'on' or 'off'")
     # equal: preflight refuses hosts that would train with different GPU counts (MWMS needs the same
     # number of replicas on every host); min: give every host the smallest count instead.
     gpus_per_host: Literal["equal", "min"] = field("equal", expected="'equal' or 'min'")

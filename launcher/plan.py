@@ -65,8 +65,12 @@ def with_contents(plan: Plan, image_id: str = "", dataset_digest: str = "") -> P
     return replace(plan, run_id=run_id(plan.cluster, plan.code_hash, image=image_id, data=dataset_digest))
 
 
+# How the image reaches the hosts does not change what they run: no new containers for it.
+NOT_IN_RUN_ID = {"image_relay"}
+
+
 def run_id(cluster: Cluster, code: str, **contents: str) -> str:
-    doc = {"spec": cluster.spec.model_dump(mode="json"), "code": code,
+    doc = {"spec": cluster.spec.model_dump(mode="json", exclude=NOT_IN_RUN_ID), "code": code,
            "hosts": [vars(h) | {"identity_file": None} for h in cluster.hosts]}
     doc.update({k: v for k, v in contents.items() if v})
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:12]

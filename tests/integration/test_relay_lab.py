@@ -1,0 +1,124 @@
+"""Relayed ship on a LAN lab (tests/lab.py): three hosts, each with its own network namespace,
+sshd and ~/.ssh; h1 and h2 each with an empty Docker engine of their own, h0 this machine with
+the trainer image already. The image goes from the launcher to h1 only, h1 passes it to h2, and
+all three train together. The relay's temporary keys are gone after `up`, after an interrupted
+`up`, and after `down` (when `up` was killed before it could remove them)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import require, trainer_image  # noqa: F401  (fixture)
+from launcher import REPO
+from lab import Lab, available
+from sshd import write_inventory
+from test_cluster import TRAIN, cli, labelled
+
+pytestmark = pytest.mark.integration
+MARK = "tfcompose-relay"
+
+
+@pytest.fixture(scope="module")
+def lab():
+    ok, why = available()
+    require(ok, why)
+    built = Lab(tag=f"r{os.getpid() % 1000}").up(3, rate="1gbit", local_first=True)
+    yield built
+    built.down()
+
+
+@pytest.fixture
+def relay_inventory(lab, tmp_path, trainer_image, image_cache, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("XDG_CACHE_HOME", str(image_cache))   # the image's layers, split once per suite
+    name = f"r{uuid.uuid4().hex[:8]}"
+    train = {**TRAIN, "candidates": ["small_cnn"], "epochs": 1}
+    inv = write_inventory(lab, tmp_path / "inv.yaml", name, lab.hosts, known_hosts=lab.known_hosts(), train=train,
+                          image=trainer_image, image_relay="on")
+    yield name, inv
+    for host in lab.hosts:
+        ids = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=tfcompose.cluster={name}"], env=host.env,
+                             capture_output=True, text=True).stdout.split()
+        if ids:
+            host.docker("rm", "-f", *ids, check=False)
+
+
+def relay_traces(lab: Lab) -> list[str]:
+    """Relay keys in any host's authorized_keys, relay folders under any workdir, relay processes."""
+    found = [f"{h.name}: {line}" for h in lab.hosts for line in h.authorized_keys.read_text().splitlines() if MARK in line]
+    found += [str(p) for h in lab.hosts for p in h.workdir.glob("*/.relay-*")]
+    procs = subprocess.run(["pgrep", "-af", "/.relay-"], capture_output=True, text=True).stdout.splitlines()
+    return found + [p for p in procs if "pgrep" not in p]
+
+
+def up_in_background(inv: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "from launcher.cli import run; run()", "up", "-i", str(inv)], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=os.environ.copy())
+
+
+def wait_for_relay_key(lab: Lab, proc: subprocess.Popen, seconds: float = 600) -> None:
+    """Until the last host holds a relay key: the chain is set up and the image is on its way."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if MARK in lab.hosts[2].authorized_keys.read_text():
+            return
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.2)
+    proc.kill()
+    pytest.fail(f"no relay key appeared on h2 within {seconds} s")
+
+
+def test_down_removes_the_keys_of_an_up_that_was_killed_mid_relay(lab, relay_inventory, capsys):
+    name, inv = relay_inventory
+    proc = up_in_background(inv)
+    wait_for_relay_key(lab, proc)
+    proc.kill()                                    # no `finally` runs: as after a power cut
+    proc.wait()
+    assert any(MARK in t for t in relay_traces(lab))   # what the killed `up` left
+    code, out, err = cli(capsys, "down", "-i", str(inv))
+    assert code == 0, out + err
+    time.sleep(1)                                  # the hops end when their input closes
+    assert relay_traces(lab) == []
+
+
+def test_an_interrupted_up_removes_its_keys_on_the_way_out(lab, relay_inventory):
+    name, inv = relay_inventory
+    proc = up_in_background(inv)
+    wait_for_relay_key(lab, proc)
+    proc.send_signal(signal.SIGINT)                # Ctrl-C while the image is on its way
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out
+    assert "interrupted" in out
+    assert relay_traces(lab) == []
+
+
+def test_the_image_goes_once_from_here_and_the_hosts_pass_it_on_then_all_three_train(lab, relay_inventory, capsys,
+                                                                                       tmp_path, trainer_image):  # noqa: F811
+    name, inv = relay_inventory
+    runs = tmp_path / "runs"
+    code, out, err = cli(capsys, "up", "-i", str(inv), "--wait", "--runs", str(runs))
+    assert code == 0, out + err
+    assert re.search(r"^h0: image \(present, 0 B\)$", out, re.M), out
+    first = re.search(r"^h1: image \(shipped (\d+)/(\d+) layers, ([\d,]+) B; passed on to h2\)$", out, re.M)
+    assert first and int(first.group(1)) >= 1, out          # the earlier tests' cut loads may have left a few layers
+    assert re.search(r"^h2: image \(relayed \d+/\d+ layers, 0 B; from h1\)$", out, re.M), out
+    local = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", trainer_image],
+                           capture_output=True, text=True).stdout.strip()
+    for host in lab.hosts[1:]:
+        assert host.docker("image", "inspect", "--format", "{{.Id}}", trainer_image).stdout.strip() == local
+    doc = json.loads((runs / name / "latest" / "results.json").read_text())
+    assert doc["workers"] == 3 and doc["candidates"][0]["candidate"] == "small_cnn"
+    logs = {p.stem: p.read_text() for p in (runs / name / "latest" / "logs").iterdir()}
+    assert all(f"[worker:{i}] small_cnn epoch 1/1" in logs[f"h{i}"] for i in range(3)), logs
+    assert relay_traces(lab) == []
+    code, out, err = cli(capsys, "down", "-i", str(inv))
+    assert code == 0 and labelled(name) == [], out + err
+    assert relay_traces(lab) == []
