@@ -194,6 +194,10 @@ def report() -> None:
 ANALYSIS = """
 ## B2 SSH fan-out: `up` on 1, 2, 4 and 8 hosts
 
+*Loopback figures: every "host" shares this machine's cores and one Docker engine, with no network in
+between. For what a real network does with many hosts (the image to 8 hosts over 100 Mbit/s links,
+relayed or not), see "B2 on the LAN lab" below.*
+
 {machine}; {repeats} repetitions, interleaved. Each "host" is a real OpenSSH `sshd` on 127.0.0.1 with its
 own host key and workdir (strict host-key checking); all of them drive this machine's one Docker engine.
 Timed: `tfcompose up` (the launcher's `cluster.up`) from the start of preflight until every host's

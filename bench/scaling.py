@@ -28,13 +28,16 @@ CASES = [("small_cnn", 32, 512, 4), ("small_cnn", 128, 1024, 4), ("deep_cnn", 32
 EPOCH_LINE = re.compile(r"epoch (\d+)/\d+ .* (\d+) img/s")
 
 
-def trainer(core: int, case, out: Path, tf_cfg: str | None = None) -> subprocess.Popen:
+def trainer(core: int, case, out: Path, tf_cfg: str | None = None, prefix: tuple[str, ...] = (),
+            extra_env: dict | None = None) -> subprocess.Popen:
+    """One trainer process pinned to `core` (run under `prefix`, e.g. nsenter into a lab host)."""
     name, batch, per_class, epochs = case
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TFC_", "TF_CONFIG"))}
     env.update(PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2", TFC_TRAIN_CANDIDATES=name,
                TFC_TRAIN_BATCH_PER_REPLICA=str(batch), TFC_TRAIN_DATASET__PER_CLASS=str(per_class),
-               TFC_TRAIN_EPOCHS=str(epochs), TFC_TRAIN_RESULTS_DIR=str(out), **({"TF_CONFIG": tf_cfg} if tf_cfg else {}))
-    return subprocess.Popen(["taskset", "-c", str(core), sys.executable, "-m", "trainer"], env=env, text=True,
+               TFC_TRAIN_EPOCHS=str(epochs), TFC_TRAIN_RESULTS_DIR=str(out), **({"TF_CONFIG": tf_cfg} if tf_cfg else {}),
+               **(extra_env or {}))
+    return subprocess.Popen([*prefix, "taskset", "-c", str(core), sys.executable, "-m", "trainer"], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
@@ -194,8 +197,9 @@ gradient all-reduce ({allreduce:.0f} ms alone, above) and waiting for the slower
 `deep_cnn`'s, so lockstep dominates it at any batch that fits; for models like it the kit's answer
 is `search.mode: parallel` (each trial on one host, no collective; see "Model search").
 
-Not measured yet: where exactly the added milliseconds go inside a step (the TensorFlow
-profiler's trace of both workers), which is what would say which setting to change.
+Where the added milliseconds go inside a step, from the TensorFlow profiler's trace of both
+workers: "B1b" below (`small_cnn`: the all-reduce of its gradients, which do not shrink with the
+batch).
 
 Knobs tried earlier (one-off runs on an earlier host of this type, 2 workers on their own cores,
 without the ceiling column):

@@ -58,7 +58,7 @@ class RichReporter:
                 self.live.update(self._table())
             elif self._printed.get(host) != (stage, _without_clock(detail)):
                 self._printed[host] = (stage, _without_clock(detail))
-                out.print(f"{host}: {stage}" + (f" ({detail})" if detail else ""), markup=False)
+                out.print(f"{host}: {stage}" + (f" ({detail})" if detail else ""), markup=False, soft_wrap=True)
 
     def progress(self, host: str, progress, restarts: int = 0) -> None:
         from launcher.watch import describe, epoch_lines

@@ -93,7 +93,9 @@ class Lab:
     def lan(self) -> Lan:
         return Lan(self.tag, self.subnet)
 
-    def up(self, n: int, rate: str | None = None, latency: str = "20ms", local_first: bool = False) -> "Lab":
+    def up(self, n: int, rate: str | None = None, latency: str = "20ms", local_first: bool = False,
+           services: bool = True) -> "Lab":
+        """n hosts; services=False: the namespaces and links only (no sshd, no dockerd)."""
         self.down()
         self.root.mkdir(parents=True)
         keygen(self.user_key)
@@ -106,7 +108,7 @@ class Lab:
                        for i, ns in enumerate(lan.hosts)]
         if rate:
             self.shape(rate, latency)
-        for host in self.hosts:
+        for host in self.hosts if services else []:
             self._start_host(host)
         return self
 

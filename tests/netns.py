@@ -61,6 +61,11 @@ class Lan:
                 except ProcessLookupError:
                     pass
             ip("ip", "netns", "del", ns, check=False)
+        # A veth goes with its namespace, but only once every process in it is gone: delete it here.
+        for line in ip("ip", "-o", "link", "show", check=False).stdout.splitlines():
+            name = line.split(":")[1].strip().split("@")[0] if line.count(":") >= 2 else ""
+            if name.startswith(f"tfv{self.tag}h"):
+                ip("ip", "link", "del", name, check=False)
         ip("ip", "link", "del", self.bridge, check=False)
         while ip("iptables", "-D", "FORWARD", "-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT", check=False).returncode == 0:
             pass

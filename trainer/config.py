@@ -101,10 +101,22 @@ class TrainConfig(_Strict):
     # and CPUs with bfloat16 support; the final softmax always runs in float32.
     precision: Literal["float32", "mixed_float16", "mixed_bfloat16"] = field(
         "float32", expected="'float32', 'mixed_float16' or 'mixed_bfloat16'")
+    # Trace training steps [first, last) of the first trial with the TensorFlow profiler, on every
+    # worker, into <results_dir>/profile/<task>/ (open with TensorBoard's profile plugin, or
+    # bench/lockstep.py): where a step's time goes, and what lockstep adds to it.
+    profile_steps: Optional[tuple[StrictIntT, StrictIntT]] = field(
+        None, expected="two step numbers [first, last) with 0 ≤ first < last")
     # Collective implementation: auto = NCCL when GPUs are present, RING otherwise.
     communication: Literal["auto", "ring", "nccl"] = field("auto", expected="'auto', 'ring' or 'nccl'")
     # Seconds to wait for every peer to join before naming the missing ones and exiting.
     join_timeout_s: StrictFloatT = field(300.0, expected="a number of seconds > 0 and ≤ 86400", gt=0, le=86400)
+
+    @field_validator("profile_steps")
+    @classmethod
+    def _steps_in_order(cls, steps):
+        if steps is not None and not 0 <= steps[0] < steps[1]:
+            raise ValueError("two step numbers [first, last) with 0 ≤ first < last")
+        return steps
 
     @field_validator("candidates", mode="before")
     @classmethod

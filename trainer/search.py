@@ -104,6 +104,34 @@ class FirstStepLog(tf.keras.callbacks.Callback):
                      f"{time.monotonic() - self._t0:.1f} s after fit began (tracing, first all-reduce)")
 
 
+class StepProfiler(tf.keras.callbacks.Callback):
+    """The TensorFlow profiler over training steps [first, last), counted across epochs; once per
+    process (the profiler cannot run twice at a time), so only the first trial is traced."""
+
+    _supports_tf_logs = True
+    used = False
+
+    def __init__(self, first: int, last: int, log_dir: Path):
+        super().__init__()
+        self.first, self.last, self.log_dir, self.step, self.on = first, last, log_dir, 0, False
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.step == self.first and not StepProfiler.used:
+            StepProfiler.used = self.on = True
+            tf.profiler.experimental.start(str(self.log_dir))
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        if self.on and self.step == self.last:
+            self.on = False
+            tf.profiler.experimental.stop()
+
+    def on_train_end(self, logs=None):
+        if self.on:                      # fewer steps than `last`: keep what was traced
+            self.on = False
+            tf.profiler.experimental.stop()
+
+
 def tensorboard_callback(log_dir: Path) -> list:
     """TensorBoard logs when the tensorboard package is installed (TF 2.21 no longer requires it)."""
     if importlib.util.find_spec("tensorboard") is None:
@@ -152,7 +180,9 @@ def trial_callbacks(trial: Trial, cfg: TrainConfig, strategy, backups: Path, out
     stop = [tf.keras.callbacks.EarlyStopping(monitor="val_accuracy", mode="max", patience=cfg.search.patience,
                                              restore_best_weights=True)] if cfg.search.patience else []
     first = FirstStepLog(trial.name, progress.task, progress.log)
-    return [backup, progress, first, *stop] + tensorboard_callback(out / "tensorboard" / safe_name(trial.name))
+    profile = [StepProfiler(*cfg.profile_steps, Path(cfg.results_dir) / "profile" / safe_name(progress.task.replace(
+        ":", "-")))] if cfg.profile_steps else []
+    return [backup, progress, first, *stop, *profile] + tensorboard_callback(out / "tensorboard" / safe_name(trial.name))
 
 
 def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str, chief: bool, log,

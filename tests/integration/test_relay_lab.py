@@ -31,7 +31,8 @@ MARK = "tfcompose-relay"
 def lab():
     ok, why = available()
     require(ok, why)
-    built = Lab(tag=f"r{os.getpid() % 1000}").up(3, rate="1gbit", local_first=True)
+    # Its own /24 (10.213.8): the bench lab (10.213.9) or test_links (10.213.0) may be up at the same time.
+    built = Lab(tag=f"r{os.getpid() % 1000}", subnet="10.213.8").up(3, rate="1gbit", local_first=True)
     yield built
     built.down()
 
@@ -122,3 +123,32 @@ def test_the_image_goes_once_from_here_and_the_hosts_pass_it_on_then_all_three_t
     code, out, err = cli(capsys, "down", "-i", str(inv))
     assert code == 0 and labelled(name) == [], out + err
     assert relay_traces(lab) == []
+
+
+def test_a_broken_hop_does_not_fail_up_the_launcher_serves_the_host_after_it(lab, tmp_path, trainer_image,  # noqa: F811
+                                                                              image_cache, monkeypatch, capsys):
+    # Your code as a new layer h1 and h2 lack (h0, this machine, has it: the code image is loaded here
+    # too): a chain h1 → h2, and h2's firewall refuses h1's SSH.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(image_cache))
+    code_dir = tmp_path / "code"
+    code_dir.mkdir()
+    (code_dir / "main.py").write_text("import time\nprint('relay test code', flush=True)\ntime.sleep(600)\n")
+    name = f"r{uuid.uuid4().hex[:8]}"
+    inv = write_inventory(lab, tmp_path / "inv.yaml", name, lab.hosts, known_hosts=lab.known_hosts(), image=trainer_image,
+                          image_relay="on", run={"command": ["python", "main.py"], "code_dir": str(code_dir)})
+    rule = ["iptables", "-I", "INPUT", "-s", lab.hosts[1].address, "-p", "tcp", "--dport", "22", "-j", "REJECT"]
+    lab.hosts[2].run(*rule)
+    try:
+        code, out, err = cli(capsys, "up", "-i", str(inv))
+    finally:
+        lab.hosts[2].run("iptables", "-D", *rule[2:])
+    image_lines = [line for line in out.splitlines() if ": image (" in line]
+    try:
+        assert code == 0, out + err
+        assert re.search(r"^h0: image \(present, 0 B\)$", out, re.M), out
+        assert re.search(r"^h1: image \(shipped \d+/\d+ layers, [\d,]+ B; passed on to no other host\)$", out, re.M), out
+        assert re.search(r"^h2: image \(shipped \d+/\d+ layers, [\d,]+ B; sent directly: the relay did not serve it "
+                         r"\(h1 → h2: the hop ended with status 255: .*Connection refused\)\)$", out, re.M), "\n".join(image_lines)
+        assert relay_traces(lab) == []
+    finally:
+        cli(capsys, "down", "-i", str(inv))

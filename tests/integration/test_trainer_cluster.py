@@ -72,12 +72,13 @@ def test_two_workers_search_together_and_only_the_chief_writes(trainers, image_f
     assert -1 not in positions and positions == sorted(positions), list(zip(stages, positions))
 
 
-def test_mixed_bfloat16_trains_on_two_cpu_workers_with_a_float32_softmax(trainers, image_folder, tmp_path):
+def test_mixed_bfloat16_trains_on_two_cpu_workers_with_a_float32_softmax_and_each_traces_steps(
+        trainers, image_folder, tmp_path):
     ports = free_ports(2)
     addresses = [f"127.0.0.1:{p}" for p in ports]
     results = [tmp_path / "chief", tmp_path / "worker"]
     args = ["--epochs", "1", "--candidates", "small_cnn", "--results-dir", "{results}", "--batch-per-replica", "16",
-            "--join-timeout-s", "120", "--set", "precision=mixed_bfloat16", "--set",
+            "--join-timeout-s", "120", "--set", "precision=mixed_bfloat16", "--set", "profile_steps=[2, 4]", "--set",
             "dataset={kind: image_folder, train_dir: %s, val_dir: %s, image_size: [32, 32]}"
             % (image_folder / "train", image_folder / "val")]
     procs = [trainers.start([a.replace("{results}", str(results[i])) for a in args], tf_config(addresses, i), name=f"b{i}")
@@ -94,6 +95,9 @@ def test_mixed_bfloat16_trains_on_two_cpu_workers_with_a_float32_softmax(trainer
     seen = json.loads(check.stdout.strip().splitlines()[-1])
     assert seen["policies"][0] == "mixed_bfloat16" and seen["policies"][-1] == "float32", seen  # the softmax
     assert seen["output"] == "float32" and seen["finite"], seen
+    for i in range(2):   # profile_steps: each worker's own trace of steps 2 and 3
+        traces = list((results[i] / "profile" / f"worker-{i}").rglob("*.xplane.pb"))
+        assert len(traces) == 1 and traces[0].stat().st_size > 10_000, traces
 
 
 def test_single_process_without_tf_config_gives_the_same_artefacts(trainers, image_folder, tmp_path):

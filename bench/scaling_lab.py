@@ -1,0 +1,92 @@
+"""B1 across two LAN-lab hosts: two MWMS workers, each in its own network namespace (tests/lab.py)
+with links shaped to 100 Mbit/s and to 1 Gbit/s, next to the same two workers over loopback, in
+the same run, interleaved. Same trainer, cases and pinning as bench/scaling.py (worker i on core i).
+
+    python bench/scaling_lab.py [REPEATS]     (root: network namespaces)
+    python bench/scaling_lab.py --report
+"""
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from common import DOC, machine, summary, write_section  # noqa: E402
+from conftest import free_ports, tf_config  # noqa: E402
+from lab import Lab, enter  # noqa: E402
+from scaling import CASES, cpu_flags, steady_rate, trainer  # noqa: E402
+
+LAB_CASES = [c for c in CASES if c[1] == 32]          # small_cnn@32 and deep_cnn@32
+LINKS = ("loopback", "1gbit", "100mbit")
+RAW = DOC.parent / "scaling_lab.json"
+TF_PORT = 47111
+
+
+def two_workers(case, tmp: Path, lab: Lab, link: str) -> float:
+    """img/s of two MWMS workers, over loopback or across the two lab hosts at `link`."""
+    if link == "loopback":
+        addrs, prefixes = [f"127.0.0.1:{p}" for p in free_ports(2)], [(), ()]
+    else:
+        lab.shape(link)
+        addrs = [f"{lab.lan.address(i)}:{TF_PORT}" for i in range(2)]
+        prefixes = [tuple(enter(h.ns)) for h in lab.hosts]
+    procs = [trainer(i, case, tmp / f"w{i}", tf_config(addrs, i), prefixes[i]) for i in range(2)]
+    rate = steady_rate(procs[0])
+    procs[1].communicate(timeout=600)
+    return rate
+
+
+def main(repeats: int = 3) -> None:
+    raw: dict = {"machine": machine(), "cpu_flags": cpu_flags(), "repeats": repeats,
+                 "cases": {f"{n}@bs={b}": {link: [] for link in LINKS} for n, b, _, _ in LAB_CASES}}
+    lab = Lab(tag="b1", subnet="10.213.7").up(2, services=False)
+    try:
+        with tempfile.TemporaryDirectory(prefix="tfc-scaling-lab-") as tmp:
+            for rep in range(repeats):
+                for case in LAB_CASES:
+                    runs = raw["cases"][f"{case[0]}@bs={case[1]}"]
+                    for link in LINKS:
+                        runs[link].append(two_workers(case, Path(tmp) / f"{rep}-{case[0]}-{link}", lab, link))
+                    print(case[:2], {k: v[-1] for k, v in runs.items()}, flush=True)
+    finally:
+        lab.down()
+    RAW.write_text(json.dumps(raw, indent=1) + "\n")
+    report(raw)
+
+
+def report(raw: dict) -> None:
+    rows = []
+    for case, runs in raw["cases"].items():
+        loop = summary(runs["loopback"])[0]
+        cells = []
+        for link in LINKS:
+            med, spread = summary(runs[link])
+            cells.append(f"{med:.0f} ± {spread:.0f} ({med / loop:.2f})")
+        rows.append(f"| {case} | " + " | ".join(cells) + " |")
+    write_section("scaling-lab", f"""
+## B1 across two LAN-lab hosts: loopback, 1 Gbit/s and 100 Mbit/s
+
+{raw['machine']}; CPU flags: {raw['cpu_flags']}; {raw['repeats']} repetitions, interleaved.
+Two MWMS workers of the trainer (worker i pinned to core i, as in B1), each in its own network
+namespace of the LAN lab with every link shaped by `tc tbf` (`bench/scaling_lab.py`), against the
+same two workers over loopback in the same run. Cells: training img/s, median ± spread (ratio to
+loopback).
+
+| case | loopback | 1 Gbit/s | 100 Mbit/s |
+|---|---:|---:|---:|
+{chr(10).join(rows)}
+
+Every step all-reduces all the gradients between the two hosts, so a link adds roughly
+(gradient bytes ÷ link rate) to each step, and only arithmetic running at the same time can hide
+it. Both models have about the same number of parameters (`small_cnn`'s sit in the dense layer
+after its Flatten), so they send about as much per step; `small_cnn`'s steps are far shorter, so
+the same transfer is a far larger share of its step. Step time per worker = 64 images ÷ img/s.
+""")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--report"]:
+        report(json.loads(RAW.read_text()))
+    else:
+        main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
