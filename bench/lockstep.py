@@ -110,6 +110,9 @@ def report(raw: dict) -> None:
     grad = [med(f"{n}/2", lambda r: r["workers"][0]["gradient all-reduce"]) for n in SETTINGS]
     step = [med(f"{n}/2", lambda r: r["workers"][0]["step (train_function)"]) for n in SETTINGS]
     alone = [med(f"{n}/1", lambda r: r["workers"][0]["step (train_function)"]) for n in SETTINGS]
+    other = [med(f"{n}/2", lambda r: r["workers"][0]["other all-reduces (loss, metrics)"]) for n in SETTINGS]
+    arith = [med(f"{first}/1", lambda r: r["workers"][0]["arithmetic (tf_Compute threads)"]),
+             med(f"{first}/2", lambda r: r["workers"][0]["arithmetic (tf_Compute threads)"])]
     write_section("lockstep", f"""
 ## B1b Where lockstep time goes: `{raw['case'][0]}`, traced
 
@@ -132,20 +135,23 @@ Training img/s (1 worker alone, 2 MWMS workers, ratio):
 {chr(10).join(rates)}
 
 **Where the added time goes.** At {first}, a step alone takes {alone[0]:.1f} ms; in lockstep
-{step[0]:.1f} ms, of which **{grad[0]:.1f} ms is the all-reduce of the gradients**: `small_cnn` has
-about 1.5 M parameters (almost all in the dense layer after its Flatten), 6 MB of float32 sent
-through the ring over gRPC every step, after the backward pass and before the update, so nothing
-overlaps it. The loss and metric all-reduces add a few ms more; Python around the step and the
-input pipeline are not where it goes. None of this is tfcompose's code, and no TensorFlow
-setting makes the gradients smaller (packing is already one tensor; thread pools already follow
-the CPU affinity; `steps_per_execution` gave nothing here and made MWMS fail with "a peer was
-lost" at the end of an epoch).
+{step[0]:.1f} ms. **{grad[0]:.1f} ms is the all-reduce of the gradients**: `small_cnn` has about 1.5 M
+parameters (almost all in the dense layer after its Flatten), 6 MB of float32 sent through the
+ring over gRPC every step, after the backward pass and before the update, so nothing overlaps it.
+**{other[0]:.1f} ms are small all-reduces** (worker 0's; worker 1 waits less in them): by their names
+in the trace (`div_no_nan/CollectiveReduceV2`: a mean's total ÷ count), tf_keras reading its loss
+and accuracy means across the workers after every step for the per-step logs; each is tiny and
+latency-bound. The arithmetic itself grows by {arith[1] - arith[0]:.1f} ms (packing the gradients
+into one tensor and back). Python around the step and the input pipeline are not where it goes.
+No TensorFlow setting makes the gradients smaller (packing is already one tensor; thread pools
+already follow the CPU affinity; `steps_per_execution`, which would read the metrics once per
+call, gave no gain here and made MWMS fail with "a peer was lost" at the end of an epoch).
 
 **What moves it: larger steps.** The gradients do not grow with the batch: at {second} the
-all-reduce is {grad[1]:.1f} ms in a {step[1]:.1f} ms step. For small models, use a larger
-`batch_per_replica` (B1: efficiency 0.40 → 0.68 from 32 to 128 per replica) or `search.mode:
-parallel`; for models whose arithmetic dominates (`deep_cnn`: 0.94 at 32 here) lockstep costs
-little.
+all-reduce is {grad[1]:.1f} ms in a {step[1]:.1f} ms step (alone: {alone[1]:.1f} ms). For small
+models use a larger `batch_per_replica` or `search.mode: parallel`; for models whose arithmetic
+dominates (`deep_cnn`: 0.94 at 32 here, B1) lockstep costs little. Not done yet: a train step
+that leaves the per-step metric reads out (they only feed the logs) would save most of those {other[0]:.1f} ms.
 """)
 
 

@@ -35,8 +35,8 @@ def trainer(core: int, case, out: Path, tf_cfg: str | None = None, prefix: tuple
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TFC_", "TF_CONFIG"))}
     env.update(PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2", TFC_TRAIN_CANDIDATES=name,
                TFC_TRAIN_BATCH_PER_REPLICA=str(batch), TFC_TRAIN_DATASET__PER_CLASS=str(per_class),
-               TFC_TRAIN_EPOCHS=str(epochs), TFC_TRAIN_RESULTS_DIR=str(out), **({"TF_CONFIG": tf_cfg} if tf_cfg else {}),
-               **(extra_env or {}))
+               TFC_TRAIN_EPOCHS=str(epochs), TFC_TRAIN_RESULTS_DIR=str(out), **({"TF_CONFIG": tf_cfg} if tf_cfg else {}))
+    env.update(extra_env or {})       # last: a bench may override the case's own settings
     return subprocess.Popen([*prefix, "taskset", "-c", str(core), sys.executable, "-m", "trainer"], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
