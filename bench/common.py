@@ -32,6 +32,13 @@ def machine() -> str:
             f"no GPU, {docker}, {dt.date.today().isoformat()}")
 
 
+def busy_cpu_seconds() -> float:
+    """CPU seconds this whole machine has spent not idle (every process: sshd, docker, dockerd, the
+    kernel's networking, us): what benchmark "hosts" sharing this machine's cores cost together."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def summary(values: list[float]) -> tuple[float, float]:
     """Median and spread (max − min)."""
     return statistics.median(values), max(values) - min(values)

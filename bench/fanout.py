@@ -22,7 +22,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from common import DOC, IMAGE, build_image, machine, summary, write_section  # noqa: E402
+from common import DOC, IMAGE, build_image, busy_cpu_seconds, machine, summary, write_section  # noqa: E402
 from conftest import free_ports  # noqa: E402
 from sshd import SshdFarm, write_inventory  # noqa: E402
 
@@ -53,12 +53,6 @@ class StageClock:
     def split(self, total: float) -> dict[str, float]:
         marks = [0.0] + [self.first[s] for s in ("push", "image", "start")] + [self.first.get("running", total)]
         return {name: round(marks[i + 1] - marks[i], 3) for i, name in enumerate(STAGES)}
-
-
-def busy_cpu_seconds() -> float:
-    """CPU seconds this whole machine has spent not idle (every process: sshd, docker, dockerd, us)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def timed_up(cluster, parallel) -> dict:

@@ -9,7 +9,6 @@ alone; then the settings that might move it, measured the same way.
 from __future__ import annotations
 
 import json
-import re
 import sys
 import tempfile
 from collections import Counter

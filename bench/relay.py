@@ -21,7 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from common import DOC, machine, summary, write_section  # noqa: E402
+from common import DOC, busy_cpu_seconds, machine, summary, write_section  # noqa: E402
 from engine import empty_engine  # noqa: E402
 from lab import Lab  # noqa: E402
 from sshd import write_inventory  # noqa: E402
@@ -45,13 +45,6 @@ def bench_image(folder: Path) -> str:
     (folder / "Dockerfile").write_text("FROM scratch\n" + "".join(f"COPY layer{i} /layer{i}\n" for i in range(3)))
     subprocess.run(["docker", "build", "-q", "-t", IMAGE, str(folder)], check=True, capture_output=True)
     return image.local_image_id(IMAGE)
-
-
-def busy_cpu_seconds() -> float:
-    """CPU seconds the whole machine has spent not idle (every lab host's sshd, gunzip, docker,
-    dockerd, the kernel's networking, the launcher): the lab's hosts share this machine's cores."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def image_stage(inv: Path, shipment: image.Shipment) -> tuple[float, int, dict, float]:

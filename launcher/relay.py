@@ -161,7 +161,6 @@ def hop_report_command(folder: str) -> list[str]:
 class ChainResult:
     """Who the chain reached: `reached` hosts ran their hop (their image is still to be checked);
     `broken` maps each host the chain did not reach to why."""
-    hosts: list[str]
     reached: list[str] = field(default_factory=list)
     broken: dict[str, str] = field(default_factory=dict)
     not_removed: dict[str, str] = field(default_factory=dict)   # hosts whose relay key could not be removed
@@ -205,7 +204,7 @@ def why_broken(report: str) -> Optional[str]:
 def run_chain(group, hosts: list[Host], chunks: Iterator[bytes], cluster: str) -> ChainResult:
     """Set the chain up on `hosts`, stream `chunks` into its first host, and take it all down
     again (keys, folders, anything still running), whatever happens in between."""
-    token, result = new_token(), ChainResult([h.name for h in hosts])
+    token, result = new_token(), ChainResult()
     hops = plan_hops(hosts, token)
     keys = [make_key() for _ in hops[1:]]                  # keys[i]: from hops[i] to hops[i + 1]
     try:

@@ -144,17 +144,6 @@ class Lab:
             time.sleep(0.5)
         raise RuntimeError(f"{host.name}'s dockerd did not answer: {(f / 'dockerd.log').read_text()[-2000:]}")
 
-    def stop_engine(self, host: LabHost) -> None:
-        pid = int((host.folder / "docker.pid").read_text())
-        os.kill(pid, signal.SIGTERM)
-        for _ in range(60):
-            if not Path(f"/proc/{pid}").exists():
-                return
-            time.sleep(0.5)
-
-    def start_engine(self, host: LabHost) -> None:
-        self._start_engine(host)
-
     def _start_sshd(self, host: LabHost) -> None:
         f = host.folder
         keygen(f / "host_key")

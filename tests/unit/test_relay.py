@@ -120,7 +120,7 @@ def test_removing_keys_where_there_is_no_authorized_keys_file_is_fine(tmp_path):
 # --- outcomes (pure) ---------------------------------------------------------------------------
 def test_hosts_the_chain_served_are_relayed_the_others_say_why():
     chain = [A, B, C]
-    walked = relay.ChainResult(["a", "b", "c"], reached=["a", "b"], broken={"c": "b → c: the hop ended with status 255"})
+    walked = relay.ChainResult(reached=["a", "b"], broken={"c": "b → c: the hop ended with status 255"})
     checked = GroupResult("image", ["a", "b"], succeeded={"a": None, "b": None})
     out = images.relayed_outcomes(chain, walked, checked, {"a": [2], "b": [1, 2], "c": [0, 1, 2]}, 3, 1234, "sha256:i")
     assert out.served["a"].summary() == "shipped 1/3 layers, 1,234 B; passed on to b"
