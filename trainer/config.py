@@ -106,6 +106,11 @@ class TrainConfig(_Strict):
     # bench/lockstep.py): where a step's time goes, and what lockstep adds to it.
     profile_steps: Optional[tuple[StrictIntT, StrictIntT]] = field(
         None, expected="two step numbers [first, last) with 0 ≤ first < last")
+    # The loss and accuracy handed to callbacks after each training step: local (each worker's own
+    # running means; read across the workers once at the end of every epoch and evaluation, which
+    # is what is logged) or all_workers (tf_keras's own way: read across the workers after every
+    # step, several small all-reduces per step, for a per-step callback that needs the global values).
+    step_metrics: Literal["local", "all_workers"] = field("local", expected="'local' or 'all_workers'")
     # Collective implementation: auto = NCCL when GPUs are present, RING otherwise.
     communication: Literal["auto", "ring", "nccl"] = field("auto", expected="'auto', 'ring' or 'nccl'")
     # Seconds to wait for every peer to join before naming the missing ones and exiting.

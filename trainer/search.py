@@ -24,6 +24,7 @@ from trainer.backup import OwnCopyBackupAndRestore, SearchState
 from trainer.config import TrainConfig
 from trainer.data import Data
 from trainer.errors import ConfigError
+from trainer.profile import StepProfiler
 from trainer.progress import Tracker
 from trainer.results import safe_name, write_dir
 from trainer.trials import Trial, expand
@@ -104,34 +105,6 @@ class FirstStepLog(tf.keras.callbacks.Callback):
                      f"{time.monotonic() - self._t0:.1f} s after fit began (tracing, first all-reduce)")
 
 
-class StepProfiler(tf.keras.callbacks.Callback):
-    """The TensorFlow profiler over training steps [first, last), counted across epochs; once per
-    process (the profiler cannot run twice at a time), so only the first trial is traced."""
-
-    _supports_tf_logs = True
-    used = False
-
-    def __init__(self, first: int, last: int, log_dir: Path):
-        super().__init__()
-        self.first, self.last, self.log_dir, self.step, self.on = first, last, log_dir, 0, False
-
-    def on_train_batch_begin(self, batch, logs=None):
-        if self.step == self.first and not StepProfiler.used:
-            StepProfiler.used = self.on = True
-            tf.profiler.experimental.start(str(self.log_dir))
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.step += 1
-        if self.on and self.step == self.last:
-            self.on = False
-            tf.profiler.experimental.stop()
-
-    def on_train_end(self, logs=None):
-        if self.on:                      # fewer steps than `last`: keep what was traced
-            self.on = False
-            tf.profiler.experimental.stop()
-
-
 def tensorboard_callback(log_dir: Path) -> list:
     """TensorBoard logs when the tensorboard package is installed (TF 2.21 no longer requires it)."""
     if importlib.util.find_spec("tensorboard") is None:
@@ -163,7 +136,32 @@ def compile_candidate(name: str, learning_rate: float, cfg: TrainConfig, data: D
         # No jit_compile: XLA is incompatible with cross-worker all-reduce (tensorflow#58961).
         model.compile(optimizer=tf.keras.optimizers.Adam(learning_rate),
                       loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    if cfg.step_metrics == "local":
+        keep_step_metrics_local(model)
     return model
+
+
+def keep_step_metrics_local(model: tf.keras.Model) -> None:
+    """Per step, tf_keras reads the loss and accuracy means across the workers (an all-reduce of
+    each mean's total and count, then a sum of the results): small, latency-bound collectives in
+    every step's critical path (bench/lockstep.py: 8.9 of the 28 ms lockstep adds to `small_cnn`),
+    for per-step values no callback here reads. Inside the step the means are read locally and not
+    summed; fit and evaluate still read them across the workers once at their end
+    (`_validate_and_get_metrics_result`, outside the step), and those are the values logged."""
+    synced = model.get_metrics_result
+
+    def get_metrics_result():
+        if tf.distribute.in_cross_replica_context():
+            return synced()
+        # The metric class's own result(): the instance's is wrapped in the cross-worker read.
+        results = {}
+        for metric in model.metrics:
+            value = type(metric).result(metric)
+            results.update(value) if isinstance(value, dict) else results.update({metric.name: value})
+        return results
+
+    model.get_metrics_result = get_metrics_result
+    model.distribute_reduction_method = "first"   # this worker's step outputs, not a sum across workers
 
 
 def confusion_matrix(model: tf.keras.Model, val: tf.data.Dataset, classes: int) -> list[list[int]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from conftest import FIXTURES, free_ports, tf_config
 
 pytestmark = pytest.mark.integration
 CANDIDATES = "small_cnn,user_models:tiny_cnn"
+EPOCH_FIGURES = re.compile(r"\] (\S+ epoch \d+/\d+ loss=.* val_accuracy=\S+) \d+ img/s")
 
 
 def trainer_args(image_folder, results, *extra):
@@ -63,6 +65,11 @@ def test_two_workers_search_together_and_only_the_chief_writes(trainers, image_f
         assert f"[worker:0] {name} epoch 2/2 loss=" in chief_log
         assert f"[worker:1] {name} epoch 2/2 loss=" in worker_log
     assert "best: " in chief_log and "best: " not in worker_log
+    # step_metrics: local (the default) reads the means locally inside each step; the epoch's
+    # figures are still read across the workers, so both print the same ones (each worker's own
+    # half of the data would give different means).
+    figures = [EPOCH_FIGURES.findall(log) for log in (chief_log, worker_log)]
+    assert len(figures[0]) == 2 * len(CANDIDATES.split(",")) and figures[0] == figures[1], figures
     assert "auto-shard" not in (chief_log + worker_log).lower()
     # Start-up is visible stage by stage (and bench/startup.py times these lines).
     first = CANDIDATES.split(",")[0]
@@ -98,6 +105,12 @@ def test_mixed_bfloat16_trains_on_two_cpu_workers_with_a_float32_softmax_and_eac
     for i in range(2):   # profile_steps: each worker's own trace of steps 2 and 3
         traces = list((results[i] / "profile" / f"worker-{i}").rglob("*.xplane.pb"))
         assert len(traces) == 1 and traces[0].stat().st_size > 10_000, traces
+        # step_metrics: local: per step, the gradients' all-reduce and the iterator's "does every
+        # worker still have a batch"; no all-reduce reading a metric's mean (`div_no_nan/...`) nor
+        # summing the step's outputs (8 in all with all_workers)
+        from trainer.profile import collective_ops   # imports TensorFlow
+        ops = collective_ops(traces[0])
+        assert sorted(ops.values()) == [2, 2] and not any("div_no_nan" in op for op in ops), ops
 
 
 def test_single_process_without_tf_config_gives_the_same_artefacts(trainers, image_folder, tmp_path):
