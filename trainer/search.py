@@ -144,7 +144,7 @@ def compile_candidate(name: str, learning_rate: float, cfg: TrainConfig, data: D
 def keep_step_metrics_local(model: tf.keras.Model) -> None:
     """Per step, tf_keras reads the loss and accuracy means across the workers (an all-reduce of
     each mean's total and count, then a sum of the results): small, latency-bound collectives in
-    every step's critical path (bench/lockstep.py: 8.9 of the 28 ms lockstep adds to `small_cnn`),
+    every step's critical path (docs/benchmarks.md B1b: 9 of the 31 ms lockstep added to `small_cnn`),
     for per-step values no callback here reads. Inside the step the means are read locally and not
     summed; fit and evaluate still read them across the workers once at their end
     (`_validate_and_get_metrics_result`, outside the step), and those are the values logged."""
@@ -157,7 +157,7 @@ def keep_step_metrics_local(model: tf.keras.Model) -> None:
         results = {}
         for metric in model.metrics:
             value = type(metric).result(metric)
-            results.update(value) if isinstance(value, dict) else results.update({metric.name: value})
+            results.update(value if isinstance(value, dict) else {metric.name: value})
         return results
 
     model.get_metrics_result = get_metrics_result
