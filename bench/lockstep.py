@@ -15,8 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 from common import DOC, machine, summary, write_section  # noqa: E402
-from conftest import free_ports, tf_config  # noqa: E402
-from scaling import cpu_flags, steady_rate, trainer  # noqa: E402
+from scaling import cpu_flags, mwms, steady_rate, trainer  # noqa: E402
 
 CASE = ("small_cnn", 32, 512, 4)
 STEPS = (40, 60)                       # epoch 2-3 of ~26 steps each: traced, warm
@@ -61,12 +60,7 @@ def breakdown(xplane: Path, steps: int) -> dict:
 
 def traced(tmp: Path, workers: int, extra: dict) -> tuple[float, list[dict]]:
     env = {"TFC_TRAIN_PROFILE_STEPS": json.dumps(list(STEPS)), **extra}
-    addrs = [f"127.0.0.1:{p}" for p in free_ports(workers)]
-    procs = [trainer(i, CASE, tmp / f"w{i}", tf_config(addrs, i) if workers > 1 else None, extra_env=env)
-             for i in range(workers)]
-    rate = steady_rate(procs[0])
-    for proc in procs[1:]:
-        proc.communicate(timeout=600)
+    rate = mwms(CASE, tmp, env) if workers == 2 else steady_rate(trainer(0, CASE, tmp / "w0", extra_env=env))
     traces = [next((tmp / f"w{i}" / "profile").rglob("*.xplane.pb")) for i in range(workers)]
     return rate, [breakdown(t, STEPS[1] - STEPS[0]) for t in traces]
 

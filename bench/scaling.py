@@ -58,9 +58,12 @@ def one_case(case, tmp: Path) -> tuple[float, float, float, float]:
     return one, ceiling, mwms(case, tmp / "two"), mwms(case, tmp / "all", {"TFC_TRAIN_STEP_METRICS": "all_workers"})
 
 
-def mwms(case, tmp: Path, extra_env: dict | None = None) -> float:
-    addrs = [f"127.0.0.1:{p}" for p in free_ports(2)]
-    procs = [trainer(i, case, tmp / f"w{i}", tf_config(addrs, i), extra_env=extra_env) for i in range(2)]
+def mwms(case, tmp: Path, extra_env: dict | None = None, addrs: list[str] | None = None,
+         prefixes: tuple[tuple[str, ...], ...] = ((), ())) -> float:
+    """img/s of two MWMS workers (worker i on core i), over loopback unless given `addrs` (and the
+    `prefixes` that run each worker where its address is, e.g. in a lab host's namespace)."""
+    addrs = addrs or [f"127.0.0.1:{p}" for p in free_ports(2)]
+    procs = [trainer(i, case, tmp / f"w{i}", tf_config(addrs, i), prefixes[i], extra_env) for i in range(2)]
     two = steady_rate(procs[0])  # the chief's view; the other worker ran the same steps in lockstep
     procs[1].communicate(timeout=600)
     return two

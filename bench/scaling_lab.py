@@ -13,9 +13,8 @@ import tempfile
 from pathlib import Path
 
 from common import DOC, machine, summary, write_section  # noqa: E402
-from conftest import free_ports, tf_config  # noqa: E402
 from lab import Lab, enter  # noqa: E402
-from scaling import CASES, cpu_flags, steady_rate, trainer  # noqa: E402
+from scaling import CASES, cpu_flags, mwms  # noqa: E402
 
 LAB_CASES = [c for c in CASES if c[1] == 32]          # small_cnn@32 and deep_cnn@32
 LINKS = ("loopback", "1gbit", "100mbit")
@@ -26,15 +25,10 @@ TF_PORT = 47111
 def two_workers(case, tmp: Path, lab: Lab, link: str) -> float:
     """img/s of two MWMS workers, over loopback or across the two lab hosts at `link`."""
     if link == "loopback":
-        addrs, prefixes = [f"127.0.0.1:{p}" for p in free_ports(2)], [(), ()]
-    else:
-        lab.shape(link)
-        addrs = [f"{lab.lan.address(i)}:{TF_PORT}" for i in range(2)]
-        prefixes = [tuple(enter(h.ns)) for h in lab.hosts]
-    procs = [trainer(i, case, tmp / f"w{i}", tf_config(addrs, i), prefixes[i]) for i in range(2)]
-    rate = steady_rate(procs[0])
-    procs[1].communicate(timeout=600)
-    return rate
+        return mwms(case, tmp)
+    lab.shape(link)
+    return mwms(case, tmp, addrs=[f"{lab.lan.address(i)}:{TF_PORT}" for i in range(2)],
+                prefixes=tuple(tuple(enter(h.ns)) for h in lab.hosts))
 
 
 def main(repeats: int = 3) -> None:

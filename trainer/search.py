@@ -115,7 +115,12 @@ def tensorboard_callback(log_dir: Path) -> list:
 def backup_root(cfg: TrainConfig, task: str) -> Path:
     """This worker's own backups (see trainer/backup.py)."""
     base = Path(cfg.backup_dir) if cfg.backup_dir else Path(cfg.results_dir) / "backup"
-    return base / safe_name(task.replace(":", "-"))
+    return base / task_folder(task)
+
+
+def task_folder(task: str) -> str:
+    """A worker's own folder name: `worker:1` → `worker-1`."""
+    return safe_name(task.replace(":", "-"))
 
 
 @dataclass
@@ -178,8 +183,8 @@ def trial_callbacks(trial: Trial, cfg: TrainConfig, strategy, backups: Path, out
     stop = [tf.keras.callbacks.EarlyStopping(monitor="val_accuracy", mode="max", patience=cfg.search.patience,
                                              restore_best_weights=True)] if cfg.search.patience else []
     first = FirstStepLog(trial.name, progress.task, progress.log)
-    profile = [StepProfiler(*cfg.profile_steps, Path(cfg.results_dir) / "profile" / safe_name(progress.task.replace(
-        ":", "-")))] if cfg.profile_steps else []
+    profile = [StepProfiler(*cfg.profile_steps, Path(cfg.results_dir) / "profile" / task_folder(progress.task))
+               ] if cfg.profile_steps else []
     return [backup, progress, first, *stop, *profile] + tensorboard_callback(out / "tensorboard" / safe_name(trial.name))
 
 
