@@ -4,6 +4,11 @@ connection.py); file transfers live in transfer.py.
 Every command is bounded: it runs under the host's `timeout` (so nothing is left running there
 when the bound passes) and the launcher stops reading a moment later.
 
+Work can be called off (`cancel`, an Event the Group sets when the launcher is interrupted): a
+connection then refuses new commands and transfers, and ends the one in flight at its next chunk;
+a command already sent gets CANCEL_GRACE_S to end by itself first, so a short step (a mkdir, a
+key written) is either done or not begun when the clean-up after it runs.
+
 Host keys are verified: `strict` needs the key in known_hosts already; `accept-new` records an
 unknown key once and still refuses a changed one. Nothing is ever silently auto-added.
 """
@@ -13,6 +18,7 @@ import logging
 import os
 import shlex
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +28,7 @@ import paramiko
 
 from launcher import host_keys
 from launcher.ssh_errors import PASSPHRASE_ENV, explain, why
-from launcher.errors import HostKeyError, RemoteError
+from launcher.errors import CalledOff, HostKeyError, RemoteError
 from launcher.inventory import Cluster, Host
 
 KEEPALIVE_S = 15
@@ -30,6 +36,7 @@ COMMAND_TIMEOUT_S = 120.0
 DEFAULT = float("nan")      # "the connection's own command timeout" (a float, so type hints hold)
 TIMEOUT_STATUS = 124        # what `timeout` exits with when the bound passed   # a docker command that takes longer is wedged
 KILL_AFTER_S = 5            # after TERM, the host's `timeout` sends KILL
+CANCEL_GRACE_S = 2.0        # a command already sent when its work is called off may end by itself
 # Paramiko logs a failed handshake's traceback from its own thread; with no handler Python would
 # print it on stderr. Failures reach the user as our one-line errors instead.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
@@ -64,8 +71,10 @@ class Connection:
     """SSH to one host. Opens on first use; `with Connection(...) as c:` closes it."""
 
     def __init__(self, host: Host, known_hosts: Path, policy: str = "strict", connect_timeout: float = 10.0,
-                 retries: int = 2, backoff: float = 1.0, command_timeout: float = COMMAND_TIMEOUT_S):
+                 retries: int = 2, backoff: float = 1.0, command_timeout: float = COMMAND_TIMEOUT_S,
+                 cancel: Optional[threading.Event] = None):
         self.host, self.known_hosts, self.policy = host, Path(known_hosts), policy
+        self.cancel = cancel or threading.Event()
         self.command_timeout = command_timeout
         self.connect_timeout, self.retries, self.backoff = connect_timeout, retries, backoff
         self._client: Optional[paramiko.SSHClient] = None
@@ -73,11 +82,12 @@ class Connection:
         self.bytes_sent = 0
 
     @classmethod
-    def for_host(cls, cluster: Cluster, host: Host) -> "Connection":
+    def for_host(cls, cluster: Cluster, host: Host, cancel: Optional[threading.Event] = None) -> "Connection":
         ssh = cluster.spec.ssh
         known = Path(os.path.expanduser(ssh.known_hosts))
         known = known if known.is_absolute() else (cluster.path.resolve().parent / known)
-        return cls(host, known, ssh.host_key_policy, ssh.connect_timeout_s, command_timeout=ssh.command_timeout_s)
+        return cls(host, known, ssh.host_key_policy, ssh.connect_timeout_s, command_timeout=ssh.command_timeout_s,
+                   cancel=cancel)
 
     # --- lifecycle ----------------------------------------------------------------------------
     def __enter__(self) -> "Connection":
@@ -92,8 +102,14 @@ class Connection:
                 closable.close()
         self._sftp = self._client = None
 
+    def check_cancel(self, *_) -> None:
+        """Raise CalledOff if this host's work was called off (also an SFTP progress callback)."""
+        if self.cancel.is_set():
+            raise CalledOff(self.host.name)
+
     @property
     def client(self) -> paramiko.SSHClient:
+        self.check_cancel()
         if self._client is None:
             self._client = self._connect()
         return self._client
@@ -112,7 +128,8 @@ class Connection:
             except (ValueError, TypeError, IndexError) as exc:  # paramiko on a malformed key file or answer
                 raise explain(self.host, exc, self.known_hosts) from None
             attempt += 1
-            time.sleep(self.backoff * 2 ** (attempt - 1))
+            self.cancel.wait(self.backoff * 2 ** (attempt - 1))
+            self.check_cancel()
 
     def _connect_once(self) -> paramiko.SSHClient:
         client = paramiko.SSHClient()
@@ -185,6 +202,7 @@ class Connection:
             err = bytearray()
             try:
                 for chunk in stdin_chunks or ():
+                    self.check_cancel()
                     channel.sendall(chunk)
                     self.bytes_sent += len(chunk)
                 channel.shutdown_write()
@@ -203,14 +221,20 @@ class Connection:
             raise RemoteError(self.host.name, cmd, status, stderr)
         return Result(status, "", stderr)
 
-    @staticmethod
-    def _drain(channel, on_output, err: bytearray, deadline: Optional[float],
+    def _drain(self, channel, on_output, err: bytearray, deadline: Optional[float],
                idle_timeout: Optional[float] = None, stop=None) -> int:
-        """Read stdout and stderr until the command exits; socket.timeout past a bound."""
+        """Read stdout and stderr until the command exits; socket.timeout past a bound; CalledOff
+        once the work is called off and the command has not ended within CANCEL_GRACE_S."""
         last = time.monotonic()
+        called_off: Optional[float] = None
         while True:
             if stop is not None and stop.is_set():
                 return 0
+            if self.cancel.is_set():
+                called_off = called_off or time.monotonic()
+                if time.monotonic() - called_off > CANCEL_GRACE_S:
+                    channel.close()
+                    self.check_cancel()
             moved = False
             if channel.recv_ready():
                 on_output(channel.recv(65536))
@@ -232,6 +256,7 @@ class Connection:
     # --- files (transfer.py) -------------------------------------------------------------------
     @property
     def sftp(self) -> paramiko.SFTPClient:
+        self.check_cancel()
         if self._sftp is None:
             self._sftp = self.client.open_sftp()
             self._sftp.get_channel().settimeout(self.command_timeout)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from trainer.errors import BadInput, ExitCode, TfcError
 
 __all__ = ["ExitCode", "TfcError", "BadInput", "InventoryError", "RemoteError", "HostKeyError", "ConnectError",
-           "BadAnswer", "GroupError", "PreflightError", "ClusterFailed", "ImageError"]
+           "BadAnswer", "GroupError", "PreflightError", "ClusterFailed", "ImageError", "CalledOff"]
 
 STDERR_TAIL_LINES = 8
 
@@ -35,6 +35,14 @@ class RemoteError(TfcError):
         if stderr.strip():
             message += "\n  stderr: " + tail(stderr).replace("\n", "\n          ")
         super().__init__(message)
+
+
+class CalledOff(RemoteError):
+    """Work on a host called off because the launcher was interrupted; what runs after (removing
+    temporary keys) waits for it, so the two never race."""
+
+    def __init__(self, host: str):
+        super().__init__(host, reason="called off: the launcher was interrupted")
 
 
 class BadAnswer(RemoteError):

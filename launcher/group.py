@@ -6,7 +6,9 @@ calls a function for each host on a thread pool and returns one `GroupResult`: `
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import itertools
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Callable, Generic, Iterable, Optional, TypeVar
@@ -16,6 +18,7 @@ from launcher.inventory import Cluster, Host
 from launcher.progress import NullReporter, Reporter
 
 T = TypeVar("T")
+_pools = itertools.count()     # names each fan-out's threads apart
 
 
 @dataclass
@@ -35,12 +38,27 @@ class GroupResult(Generic[T]):
         return self
 
 
-def fan_out(hosts: Iterable[Host], step: str, fn: Callable[[Host], T], parallel: Optional[int] = None) -> GroupResult[T]:
-    """`fn(host)` for every host on a thread pool of `parallel` threads (default: all hosts)."""
+def fan_out(hosts: Iterable[Host], step: str, fn: Callable[[Host], T], parallel: Optional[int] = None,
+            cancel: Optional[threading.Event] = None) -> GroupResult[T]:
+    """`fn(host)` for every host on a thread pool of `parallel` threads (default: all hosts).
+
+    Interrupted (Ctrl-C), it starts no more hosts, calls off the work in flight (sets `cancel`,
+    which the connections watch) and waits for it to end before passing the interrupt on, so the
+    clean-up that follows (removing temporary keys) never races a step still writing on a host."""
     hosts = list(hosts)
     result: GroupResult[T] = GroupResult(step, [h.name for h in hosts])
-    with ThreadPoolExecutor(max_workers=max(1, min(parallel or len(hosts), len(hosts)))) as pool:
-        futures = {host.name: pool.submit(fn, host) for host in hosts}
+    prefix = f"tfcompose-{step}-{next(_pools)}_"
+    pool = ThreadPoolExecutor(max_workers=max(1, min(parallel or len(hosts), len(hosts))), thread_name_prefix=prefix[:-1])
+    futures: dict[str, Future] = {}
+    try:
+        for host in hosts:
+            futures[host.name] = pool.submit(fn, host)
+        wait(futures.values())
+    except BaseException:
+        _call_off(pool, prefix, cancel)
+        raise
+    finally:
+        pool.shutdown(wait=False)   # every task has ended by here (a second Ctrl-C aside)
     for name, future in futures.items():
         exc = future.exception()
         if exc is not None:
@@ -50,14 +68,32 @@ def fan_out(hosts: Iterable[Host], step: str, fn: Callable[[Host], T], parallel:
     return result
 
 
+def _call_off(pool: ThreadPoolExecutor, prefix: str, cancel: Optional[threading.Event]) -> None:
+    """Cancel what has not begun and wait for every task begun. The pool's threads are found by
+    name, not through the futures or the pool: the interrupt may land inside `submit`, after a
+    thread has started and before either holds it."""
+    if cancel is not None:
+        cancel.set()
+    try:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for thread in threading.enumerate():
+            if thread.name.startswith(prefix):
+                thread.join()
+    finally:
+        if cancel is not None:
+            cancel.clear()      # the clean-up after the interrupt uses the same connections
+
+
 class Group:
     """The cluster's hosts, one SSH connection each (opened on first use), and a Reporter."""
 
     def __init__(self, cluster: Cluster, reporter: Reporter | None = None, parallel: Optional[int] = None):
         from launcher.connection import Connection  # paramiko: only for commands that contact hosts
         self.cluster, self.reporter, self.parallel = cluster, reporter or NullReporter(), parallel
+        self.cancel = threading.Event()      # set while an interrupted run calls its hosts' work off
         self._stack = ExitStack()
-        self._conns = {h.name: self._stack.enter_context(Connection.for_host(cluster, h)) for h in cluster.hosts}
+        self._conns = {h.name: self._stack.enter_context(Connection.for_host(cluster, h, self.cancel))
+                       for h in cluster.hosts}
 
     def __enter__(self) -> "Group":
         return self
@@ -70,7 +106,8 @@ class Group:
 
     def run(self, step: str, fn: Callable[[Host, object], T], hosts: Optional[Iterable[Host]] = None) -> GroupResult[T]:
         """`fn(host, connection)` on every host (or `hosts`), all at once."""
-        return fan_out(self.cluster.hosts if hosts is None else hosts, step, lambda h: fn(h, self.conn(h)), self.parallel)
+        return fan_out(self.cluster.hosts if hosts is None else hosts, step, lambda h: fn(h, self.conn(h)), self.parallel,
+                       self.cancel)
 
     def staged(self, step: str, fn: Callable[[Host, object], T], hosts: Optional[Iterable[Host]] = None) -> GroupResult[T]:
         """Like run, reporting `step` for each host as it begins; raises GroupError if any failed."""

@@ -85,7 +85,7 @@ def _ensure_dir(path: Path) -> None:
 
 def _get_file(conn, remote: str, local: Path) -> Path:
     tmp = local.with_name(f".{local.name}.tfc-part")
-    conn.sftp.get(remote, str(tmp))
+    conn.sftp.get(remote, str(tmp), callback=conn.check_cancel)   # a large file stops when its work is called off
     if local.is_dir() and not local.is_symlink():
         import shutil
         shutil.rmtree(local)

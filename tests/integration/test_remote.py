@@ -1,13 +1,16 @@
 """The SSH transport against real OpenSSH servers: commands, files, host keys, failures."""
 from __future__ import annotations
 
+import signal
+import threading
 import time
 
 import pytest
 
 from conftest import free_ports
 from launcher import inventory
-from launcher.errors import ConnectError, ExitCode, HostKeyError, RemoteError
+from launcher.errors import CalledOff, ConnectError, ExitCode, HostKeyError, RemoteError
+from launcher.group import Group
 from launcher.connection import PASSPHRASE_ENV, Connection
 from sshd import keygen, write_inventory
 
@@ -129,3 +132,38 @@ def test_a_command_past_its_bound_is_ended_on_the_host(sshd_farm, one_host, tmp_
         assert time.monotonic() - started < 10
     time.sleep(3)
     assert not marker.exists()  # the host's `timeout` ended it: it never got to write
+
+
+def test_ctrl_c_calls_off_the_hosts_work_a_short_step_ends_first_and_the_clean_up_after_runs(sshd_farm, tmp_path):
+    # h1 is in the middle of a short step (a mkdir a second away) and has another to do; h2 is sending
+    # an upload that would never end. Ctrl-C comes while both are at it.
+    h1, h2 = (sshd_farm.start(name, *free_ports(2)) for name in ("h1", "h2"))
+    sshd_farm.known_hosts()
+    cluster = inventory.load(write_inventory(sshd_farm, tmp_path / "inv.yaml", "t", [h1, h2]))
+    streaming, outcome = threading.Event(), {}
+
+    def endless():
+        while True:
+            streaming.set()
+            yield b"x" * 65536
+
+    def step(host, conn):
+        if host.name == "h2":
+            with pytest.raises(CalledOff):
+                conn.stream(["sh", "-c", "cat > /dev/null"], on_output=lambda _: None, stdin_chunks=endless())
+            outcome["h2"] = "called off"
+            return
+        conn.run(["true"])
+        streaming.wait(30)
+        threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT)).start()
+        conn.run(["sh", "-c", 'sleep 1; mkdir "$1"', "sh", str(h1.workdir / "first")])
+        outcome["h1"] = "first step done"
+        conn.run(["mkdir", str(h1.workdir / "second")])
+
+    with Group(cluster) as group:
+        with pytest.raises(KeyboardInterrupt):
+            group.run("step", step)
+        after_interrupt = dict(outcome), (h1.workdir / "first").exists()
+        assert group.conn(cluster.hosts[0]).run(["echo", "clean-up"]).stdout == "clean-up\n"
+    assert after_interrupt == ({"h1": "first step done", "h2": "called off"}, True)
+    assert not (h1.workdir / "second").exists()     # a step not begun is not begun after the interrupt
