@@ -234,7 +234,7 @@ class Connection:
                 called_off = called_off or time.monotonic()
                 if time.monotonic() - called_off > CANCEL_GRACE_S:
                     channel.close()
-                    self.check_cancel()
+                    raise CalledOff(self.host.name)
             moved = False
             if channel.recv_ready():
                 on_output(channel.recv(65536))

@@ -57,8 +57,7 @@ def fan_out(hosts: Iterable[Host], step: str, fn: Callable[[Host], T], parallel:
     except BaseException:
         _call_off(pool, prefix, cancel)
         raise
-    finally:
-        pool.shutdown(wait=False)   # every task has ended by here (a second Ctrl-C aside)
+    pool.shutdown()                 # every task has ended: its threads go
     for name, future in futures.items():
         exc = future.exception()
         if exc is not None:
