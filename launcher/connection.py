@@ -5,9 +5,12 @@ Every command is bounded: it runs under the host's `timeout` (so nothing is left
 when the bound passes) and the launcher stops reading a moment later.
 
 Work can be called off (`cancel`, an Event the Group sets when the launcher is interrupted): a
-connection then refuses new commands and transfers, and ends the one in flight at its next chunk;
-a command already sent gets CANCEL_GRACE_S to end by itself first, so a short step (a mkdir, a
-key written) is either done or not begun when the clean-up after it runs.
+connection then refuses new commands and transfers, and a stream in flight ends at its next chunk
+either way (also while the host's window is full); a command `run` has already sent gets
+CANCEL_GRACE_S to end by itself first, so a short step (a mkdir, a key written) is either done or
+not begun when the clean-up after it runs. Commands called on the main thread run on a helper
+thread (fan_out's): Ctrl-C is raised on the main thread, and raised inside paramiko it can leave
+one of its locks held (between an `acquire()` and its `try`), hanging the clean-up after it.
 
 Host keys are verified: `strict` needs the key in known_hosts already; `accept-new` records an
 unknown key once and still refuses a changed one. Nothing is ever silently auto-added.
@@ -36,6 +39,8 @@ COMMAND_TIMEOUT_S = 120.0
 DEFAULT = float("nan")      # "the connection's own command timeout" (a float, so type hints hold)
 TIMEOUT_STATUS = 124        # what `timeout` exits with when the bound passed   # a docker command that takes longer is wedged
 KILL_AFTER_S = 5            # after TERM, the host's `timeout` sends KILL
+SEND_POLL_S = 0.1           # how often a send waiting for the host's window checks `cancel`
+SEND_SLICE = 1 << 16        # bytes handed to paramiko at a time (it sends at most a packet)
 CANCEL_GRACE_S = 2.0        # a command already sent when its work is called off may end by itself
 # Paramiko logs a failed handshake's traceback from its own thread; with no handler Python would
 # print it on stderr. Failures reach the user as our one-line errors instead.
@@ -163,6 +168,27 @@ class Connection:
             stdin: bytes | None = None) -> Result:
         """Run and wait; a command still running after `timeout` s (default: ssh.command_timeout_s)
         is ended on the host."""
+        return self._off_the_main_thread(lambda: self._run(command, check, timeout, stdin))
+
+    def stream(self, command: str | Sequence[str], on_output: Callable[[bytes], None],
+               stdin_chunks=None, check: bool = True, timeout: Optional[float] = None,
+               idle_timeout: Optional[float] = DEFAULT, stop=None) -> Result:
+        """Run with stdout streamed to `on_output` (and stdin chunks streamed in). Bounded by
+        `timeout` in all and by `idle_timeout` without a byte moving either way; ended early (status
+        0) when the event `stop` is set."""
+        return self._off_the_main_thread(
+            lambda: self._stream(command, on_output, stdin_chunks, check, timeout, idle_timeout, stop))
+
+    def _off_the_main_thread(self, work: Callable[[], Result]) -> Result:
+        if threading.current_thread() is not threading.main_thread():
+            return work()
+        from launcher.group import fan_out
+        done = fan_out([self.host], "ssh", lambda _: work(), cancel=self.cancel)   # Ctrl-C calls it off
+        if done.failed:
+            raise done.failed[self.host.name]
+        return done.succeeded[self.host.name]
+
+    def _run(self, command, check: bool, timeout: Optional[float], stdin: bytes | None) -> Result:
         cmd = quote_command(command)
         timeout = self.command_timeout if timeout is DEFAULT else timeout
         deadline = None if timeout is None else time.monotonic() + timeout + KILL_AFTER_S + 2
@@ -171,10 +197,10 @@ class Connection:
             channel.settimeout(None if timeout is None else timeout + KILL_AFTER_S + 2)
             channel.exec_command(bounded(command, timeout))
             if stdin is not None:
-                channel.sendall(stdin)
+                self._send_all(channel, stdin, timeout and timeout + KILL_AFTER_S + 2)
             channel.shutdown_write()
             out, err = bytearray(), bytearray()
-            status = self._drain(channel, out.extend, err, deadline)
+            status = self._drain(channel, out.extend, err, deadline, grace=CANCEL_GRACE_S)
         except (socket.timeout, TimeoutError) as exc:
             raise RemoteError(self.host.name, cmd, reason=f"timed out after {timeout:g} s (ended on the host)") from exc
         except (paramiko.SSHException, OSError, EOFError) as exc:
@@ -186,12 +212,8 @@ class Connection:
             raise RemoteError(self.host.name, cmd, status, result.stderr)
         return result
 
-    def stream(self, command: str | Sequence[str], on_output: Callable[[bytes], None],
-               stdin_chunks=None, check: bool = True, timeout: Optional[float] = None,
-               idle_timeout: Optional[float] = DEFAULT, stop=None) -> Result:
-        """Run with stdout streamed to `on_output` (and stdin chunks streamed in). Bounded by
-        `timeout` in all and by `idle_timeout` without a byte moving either way; ended early (status
-        0) when the event `stop` is set."""
+    def _stream(self, command, on_output: Callable[[bytes], None], stdin_chunks, check: bool,
+                timeout: Optional[float], idle_timeout: Optional[float], stop) -> Result:
         cmd = quote_command(command)
         idle_timeout = self.command_timeout if idle_timeout is DEFAULT else idle_timeout
         deadline = None if timeout is None else time.monotonic() + timeout + KILL_AFTER_S + 2
@@ -202,8 +224,7 @@ class Connection:
             err = bytearray()
             try:
                 for chunk in stdin_chunks or ():
-                    self.check_cancel()
-                    channel.sendall(chunk)
+                    self._send_all(channel, chunk, idle_timeout)
                     self.bytes_sent += len(chunk)
                 channel.shutdown_write()
                 status = self._drain(channel, on_output, err, deadline, idle_timeout, stop)
@@ -221,10 +242,27 @@ class Connection:
             raise RemoteError(self.host.name, cmd, status, stderr)
         return Result(status, "", stderr)
 
+    def _send_all(self, channel, data: bytes, idle_timeout: Optional[float]) -> None:
+        """channel.sendall that hears `cancel` while the host's window stays full (sendall would
+        wait out the whole idle timeout); socket.timeout after `idle_timeout` without progress."""
+        channel.settimeout(SEND_POLL_S)
+        offset, last = 0, time.monotonic()
+        try:
+            while offset < len(data):
+                self.check_cancel()
+                try:
+                    offset += channel.send(data[offset:offset + SEND_SLICE])
+                    last = time.monotonic()
+                except socket.timeout:
+                    if idle_timeout is not None and time.monotonic() - last > idle_timeout:
+                        raise
+        finally:
+            channel.settimeout(idle_timeout)
+
     def _drain(self, channel, on_output, err: bytearray, deadline: Optional[float],
-               idle_timeout: Optional[float] = None, stop=None) -> int:
+               idle_timeout: Optional[float] = None, stop=None, grace: float = 0.0) -> int:
         """Read stdout and stderr until the command exits; socket.timeout past a bound; CalledOff
-        once the work is called off and the command has not ended within CANCEL_GRACE_S."""
+        once the work is called off and the command has not ended within `grace` seconds."""
         last = time.monotonic()
         called_off: Optional[float] = None
         while True:
@@ -232,7 +270,7 @@ class Connection:
                 return 0
             if self.cancel.is_set():
                 called_off = called_off or time.monotonic()
-                if time.monotonic() - called_off > CANCEL_GRACE_S:
+                if time.monotonic() - called_off >= grace:
                     channel.close()
                     raise CalledOff(self.host.name)
             moved = False

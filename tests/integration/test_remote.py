@@ -167,3 +167,21 @@ def test_ctrl_c_calls_off_the_hosts_work_a_short_step_ends_first_and_the_clean_u
         assert group.conn(cluster.hosts[0]).run(["echo", "clean-up"]).stdout == "clean-up\n"
     assert after_interrupt == ({"h1": "first step done", "h2": "called off"}, True)
     assert not (h1.workdir / "second").exists()     # a step not begun is not begun after the interrupt
+
+
+def test_ctrl_c_during_an_upload_from_the_main_thread_to_a_host_that_stopped_reading(sshd_farm, one_host, tmp_path):
+    # As the relay sends its first hop from the main thread: Ctrl-C lands while the host's window
+    # is full. The upload is called off (not left to its 60 s idle bound), no paramiko lock is left
+    # held by the interrupt, and the same connection runs the clean-up after it.
+    def endless():
+        while True:
+            yield b"x" * 65536
+
+    with connect(sshd_farm, tmp_path, one_host) as conn:
+        timer = threading.Timer(2.0, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            conn.stream(["sleep", "300"], on_output=lambda _: None, stdin_chunks=endless(), idle_timeout=60)
+        assert time.monotonic() - started < 30
+        assert conn.run(["echo", "clean-up"]).stdout == "clean-up\n"
