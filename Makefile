@@ -28,10 +28,12 @@ $(BIN)/.launcher: pyproject.toml
 
 venv: $(BIN)/.installed  ## create .venv with tfcompose and its dev extras
 
-test: venv  ## run the whole test suite (unit + integration: TensorFlow, Docker, sshd)
+test: venv  ## run the whole test suite (import contracts, unit + integration: TensorFlow, Docker, sshd)
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-test-unit: venv  ## the fast set: no TensorFlow, no Docker, no sshd (about 20 s)
+test-unit: venv  ## the fast set: import contracts, then no TensorFlow, no Docker, no sshd (about 30 s)
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
 clean:  ## remove the virtualenv, build output and caches
@@ -44,8 +46,8 @@ image:  ## build the trainer image (BASE_IMAGE=..., IMAGE=...)
 	bash docker/fetch-wheels.sh $(BASE_IMAGE)
 	docker buildx build --load -f docker/Dockerfile --build-arg BASE_IMAGE=$(BASE_IMAGE) -t $(IMAGE) .
 
-compose.yaml: compose/templates/simulation.yaml.j2 compose/templates/service.yaml.j2 launcher/render.py
-	$(BIN)/python -m launcher.render
+compose.yaml: compose/templates/simulation.yaml.j2 compose/templates/service.yaml.j2 launcher/stages/render.py
+	$(BIN)/python -m launcher.stages.render
 
 sim: image $(BIN)/.launcher  ## the two-container CPU simulation; results and report.md in runs/local/
 	TFC_IMAGE=$(IMAGE) docker compose up --no-build --exit-code-from chief; \

@@ -31,13 +31,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from common import DOC, IMAGE, REPO, build_image, machine, summary, write_section  # noqa: E402
-from conftest import free_ports  # noqa: E402
-from engine import SecondEngine  # noqa: E402
-from sshd import SshdFarm, write_inventory  # noqa: E402
+from support.common import free_ports  # noqa: E402
+from support.engine import SecondEngine  # noqa: E402
+from support.sshd import SshdFarm, write_inventory  # noqa: E402
 
-from launcher import dataset, image, inventory, plan as plan_mod  # noqa: E402
-from launcher.connection import Connection  # noqa: E402
-from launcher.group import Group  # noqa: E402
+from launcher import plan as plan_mod  # noqa: E402
+from launcher.dataset import source as dataset_source, sync as dataset  # noqa: E402
+from launcher.image import local, ship as ship_mod, stage as image_stage  # noqa: E402
+from launcher.inventory.load import load_cluster  # noqa: E402
+from launcher.ssh.group import Group, connect  # noqa: E402
 
 RAW = DOC.parent / "delta.json"
 FILES, CLASSES = 5000, 4
@@ -57,7 +59,7 @@ def edit(path: Path) -> None:
 # --- (a) a code edit ------------------------------------------------------------------------------
 def code_delta(cluster, conn) -> dict:
     plan = plan_mod.make(cluster)
-    seconds, outcome = timed(lambda: image.ship(conn, image.code_shipment(plan)))
+    seconds, outcome = timed(lambda: ship_mod.ship(conn, image_stage.code_shipment(plan)))
     return {"seconds": seconds, "bytes": outcome.bytes_sent, "layers": outcome.layers_sent}
 
 
@@ -72,8 +74,8 @@ def code_full(cluster, conn) -> dict:
             subprocess.run(["docker", "buildx", "build", "--load", "-t", plan.container_image, ctx], check=True,
                            capture_output=True)
             # A new image ID at every edit: the old archive cache never helped here.
-            shipment = image.Shipment(plan.container_image, image.local_image_id(plan.container_image), cache=Path(ctx))
-            return image.ship_full(conn, shipment, lambda *_: None, 0, "")
+            shipment = local.Shipment(plan.container_image, local.local_image_id(plan.container_image), cache=Path(ctx))
+            return ship_mod.ship_full(conn, shipment, lambda *_: None, 0, "")
     seconds, outcome = timed(old_way)
     return {"seconds": seconds, "bytes": outcome.bytes_sent}
 
@@ -81,26 +83,26 @@ def code_full(cluster, conn) -> dict:
 # --- (b) a trainer change -------------------------------------------------------------------------
 def trainer_build(context: Path, base: str) -> str:
     edit(context / "trainer" / "__main__.py")
-    for cmd in image.build_command(base, IMAGE, context):
+    for cmd in local.build_command(base, IMAGE, context):
         subprocess.run(cmd, check=True, capture_output=True)
-    return image.local_image_id(IMAGE)
+    return local.local_image_id(IMAGE)
 
 
 def trainer_delta(conn, context: Path, base: str, cache: Path) -> dict:
     image_id = trainer_build(context, base)
-    seconds, outcome = timed(lambda: image.ship(conn, image.Shipment(IMAGE, image_id, cache=cache)))
+    seconds, outcome = timed(lambda: ship_mod.ship(conn, local.Shipment(IMAGE, image_id, cache=cache)))
     return {"seconds": seconds, "bytes": outcome.bytes_sent, "layers": outcome.layers_sent}
 
 
 def trainer_full(conn, context: Path, base: str, cache: Path) -> dict:
     image_id = trainer_build(context, base)
-    seconds, outcome = timed(lambda: image.ship_full(conn, image.Shipment(IMAGE, image_id, cache=cache), lambda *_: None, 0, ""))
+    seconds, outcome = timed(lambda: ship_mod.ship_full(conn, local.Shipment(IMAGE, image_id, cache=cache), lambda *_: None, 0, ""))
     return {"seconds": seconds, "bytes": outcome.bytes_sent}
 
 
 def unchanged(conn, cache: Path) -> dict:
-    shipment = image.Shipment(IMAGE, image.local_image_id(IMAGE), cache=cache)
-    seconds, outcome = timed(lambda: image.ship(conn, shipment))
+    shipment = local.Shipment(IMAGE, local.local_image_id(IMAGE), cache=cache)
+    seconds, outcome = timed(lambda: ship_mod.ship(conn, shipment))
     assert outcome.action == "present"
     return {"seconds": seconds, "bytes": outcome.bytes_sent}
 
@@ -118,7 +120,7 @@ def sync_once(cluster) -> dict:
     plan = plan_mod.make(cluster)
 
     def run():
-        source = dataset.source_manifest(cluster)
+        source = dataset_source.source_manifest(cluster.dataset_source, cluster.path)
         with Group(cluster) as group:
             return dataset.provide(group, plan, source)
     seconds, outcomes = timed(run)
@@ -156,19 +158,19 @@ def main(repeats: int) -> None:
     host = farm.start("h1", port, tf_port, env={"DOCKER_HOST": engine.sock})
     farm.known_hosts()
     run = {"command": ["python3", "train.py"], "code_dir": str(root / "code")}
-    code_cluster = inventory.load(write_inventory(farm, root / "code.yaml", "b5code", [host], image=IMAGE, base_image=base, run=run))
+    code_cluster = load_cluster(write_inventory(farm, root / "code.yaml", "b5code", [host], image=IMAGE, base_image=base, run=run))
     data_inv = write_inventory(farm, root / "data.yaml", "b5data", [host], image=IMAGE, base_image=base,
                                train={"dataset": {"kind": "image_folder", "train_dir": "/data/train", "image_size": [32, 32]}},
                                dataset_source=str(root / "oasis"))
     doc = yaml.safe_load(data_inv.read_text())
     doc["hosts"][0]["data_dir"] = str(host.workdir / "data")
     data_inv.write_text(yaml.safe_dump(doc))
-    data_cluster = inventory.load(data_inv)
+    data_cluster = load_cluster(data_inv)
     results = {k: [] for k in ("code edit, full", "code edit, delta", "trainer change, full", "trainer change, delta",
                                "nothing changed", "dataset")}
     try:
-        with Connection.for_host(code_cluster, code_cluster.hosts[0]) as conn:
-            image.ship(conn, image.Shipment(IMAGE, image.local_image_id(IMAGE), cache=root / "xdg" / "tfcompose"))  # the host gets the image once
+        with connect(code_cluster, code_cluster.hosts[0]) as conn:
+            ship_mod.ship(conn, local.Shipment(IMAGE, local.local_image_id(IMAGE), cache=root / "xdg" / "tfcompose"))  # the host gets the image once
             for rep in range(repeats):
                 results["dataset"].append(dataset_round(data_cluster, data_cluster.hosts[0], root / "oasis", root / "xdg"))
                 edit(root / "code" / "train.py")

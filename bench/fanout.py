@@ -23,10 +23,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from common import DOC, IMAGE, build_image, busy_cpu_seconds, machine, summary, write_section  # noqa: E402
-from conftest import free_ports  # noqa: E402
-from sshd import SshdFarm, write_inventory  # noqa: E402
+from support.common import free_ports  # noqa: E402
+from support.sshd import SshdFarm, write_inventory  # noqa: E402
 
-from launcher import down, inventory, status, up  # noqa: E402
+from launcher.inventory.load import load_cluster  # noqa: E402
+from launcher.stages import down, status, up  # noqa: E402
 
 SIZES = (1, 2, 4, 8)
 MODES = {"all at once": None, "--parallel 1": 1}
@@ -71,7 +72,7 @@ def timed_up(cluster, parallel) -> dict:
 def one_case(farm: SshdFarm, root: Path, hosts, parallel, base: str) -> dict:
     inv = write_inventory(farm, root / "inv.yaml", f"fan-{uuid.uuid4().hex[:6]}", hosts, image=IMAGE, base_image=base,
                           run={"command": ["python3", "idle.py"], "code_dir": str(root / "code")})
-    cluster = inventory.load(inv)
+    cluster = load_cluster(inv)
     try:
         first = timed_up(cluster, parallel)
         states = {st.host: st.state for st in status.status(cluster)}

@@ -13,8 +13,8 @@ import argparse
 import sys
 
 import common  # noqa: F401  (puts tests/ on the path)
-from lab import Lab, available  # noqa: E402
-from sshd import write_inventory  # noqa: E402
+from support.lab import Lab, available  # noqa: E402
+from support.sshd import write_inventory  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

@@ -22,12 +22,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from common import DOC, busy_cpu_seconds, machine, summary, write_section  # noqa: E402
-from engine import empty_engine  # noqa: E402
-from lab import Lab  # noqa: E402
-from sshd import write_inventory  # noqa: E402
+from support.engine import empty_engine  # noqa: E402
+from support.lab import Lab  # noqa: E402
+from support.sshd import write_inventory  # noqa: E402
 
-from launcher import image, inventory, plan as plan_mod  # noqa: E402
-from launcher.group import Group  # noqa: E402
+from launcher import plan as plan_mod  # noqa: E402
+from launcher.image import local, stage as image  # noqa: E402
+from launcher.inventory.load import load_cluster  # noqa: E402
+from launcher.ssh.group import Group  # noqa: E402
 
 SIZES = (1, 2, 4, 8)
 MODES = ("off", "on")
@@ -44,13 +46,13 @@ def bench_image(folder: Path) -> str:
         (folder / f"layer{i}").write_bytes(os.urandom(LAYER_MB << 20))
     (folder / "Dockerfile").write_text("FROM scratch\n" + "".join(f"COPY layer{i} /layer{i}\n" for i in range(3)))
     subprocess.run(["docker", "build", "-q", "-t", IMAGE, str(folder)], check=True, capture_output=True)
-    return image.local_image_id(IMAGE)
+    return local.local_image_id(IMAGE)
 
 
-def image_stage(inv: Path, shipment: image.Shipment) -> tuple[float, int, dict, float]:
+def image_stage(inv: Path, shipment: local.Shipment) -> tuple[float, int, dict, float]:
     """Wall time of the image stage alone, the bytes the launcher sent, each host's summary, and the
     machine's busy CPU seconds meanwhile."""
-    cluster = inventory.load(inv)
+    cluster = load_cluster(inv)
     with Group(cluster) as group:
         for host in cluster.hosts:
             group.conn(host).run(["mkdir", "-p", host.bundle_dir])   # connected and ready, as after `push`
@@ -67,7 +69,7 @@ def main(repeats: int = 3) -> None:
                  "cores": os.cpu_count()}
     lab = Lab(tag="bench")
     with tempfile.TemporaryDirectory(prefix="tfc-relay-") as tmp:
-        shipment = image.Shipment(IMAGE, bench_image(Path(tmp)), cache=Path(tmp) / "cache")
+        shipment = local.Shipment(IMAGE, bench_image(Path(tmp)), cache=Path(tmp) / "cache")
         shipment.parts()                      # split once, before any timing
         lab.up(max(SIZES), rate=RATE)
         try:

@@ -21,7 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from common import DOC, REPO, machine, summary, write_section  # noqa: E402
-from conftest import free_ports, tf_config  # noqa: E402
+from support.common import free_ports, tf_config  # noqa: E402
 
 # (candidate, batch per replica, images per class, epochs): epochs after the first are timed.
 CASES = [("small_cnn", 32, 512, 4), ("small_cnn", 128, 1024, 4), ("deep_cnn", 32, 128, 3), ("deep_cnn", 128, 256, 3)]

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from common import DOC, machine, summary, write_section  # noqa: E402
-from lab import Lab, enter  # noqa: E402
+from support.lab import Lab, enter  # noqa: E402
 from scaling import CASES, cpu_flags, mwms  # noqa: E402
 
 LAB_CASES = [c for c in CASES if c[1] == 32]          # small_cnn@32 and deep_cnn@32

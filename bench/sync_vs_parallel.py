@@ -18,8 +18,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from common import DOC, IMAGE, REPO, build_image, machine, summary, write_section  # noqa: E402
-from conftest import free_ports  # noqa: E402
-from sshd import SshdFarm, write_inventory  # noqa: E402
+from support.common import free_ports  # noqa: E402
+from support.sshd import SshdFarm, write_inventory  # noqa: E402
 
 TRAIN = {"dataset": {"kind": "synthetic", "image_size": [32, 32], "per_class": 64}, "candidates": ["small_cnn", "deep_cnn"],
          "epochs": 3, "batch_per_replica": 16, "join_timeout_s": 120, "search": {"learning_rates": [0.01, 0.001]}}

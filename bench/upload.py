@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 from common import machine, summary, write_section  # noqa: E402
-from conftest import free_ports  # noqa: E402
-from sshd import SshdFarm, write_inventory  # noqa: E402
+from support.common import free_ports  # noqa: E402
+from support.sshd import SshdFarm, write_inventory  # noqa: E402
 
 MIB = 512
 
@@ -23,8 +23,8 @@ def chunks(total_mib: int, size: int = 1 << 20):
 
 
 def main(repeats: int = 5) -> None:
-    from launcher import inventory
-    from launcher.connection import Connection
+    from launcher.inventory.load import load_cluster
+    from launcher.ssh.connection import Connection
     now = Connection._send_all
     ways = {"paramiko `sendall` (before)": lambda self, channel, data, idle: channel.sendall(data), "`_send_all` (now)": now}
     rates: dict[str, list[float]] = {name: [] for name in ways}
@@ -33,7 +33,7 @@ def main(repeats: int = 5) -> None:
         try:
             host = farm.start("h1", *free_ports(2))
             farm.known_hosts()
-            cluster = inventory.load(write_inventory(farm, Path(tmp) / "inv.yaml", "t", [host]))
+            cluster = load_cluster(write_inventory(farm, Path(tmp) / "inv.yaml", "t", [host]))
             with Connection.for_host(cluster, cluster.hosts[0]) as conn:
                 for _ in range(repeats):
                     for name, send in ways.items():

@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from launcher.errors import BadInput, ExitCode, InventoryError, TfcError
+from launcher.errors import BadInput, ClusterFailed, ExitCode, InventoryError, TfcError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train and compare TensorFlow models across the GPU boxes of an inventory.")
@@ -29,8 +29,8 @@ def _global(debug: bool = typer.Option(False, "--debug", help="show tracebacks")
 
 
 def _load(path: Path):
-    from launcher import inventory
-    return inventory.load(path)
+    from launcher.inventory.load import load_cluster
+    return load_cluster(path)
 
 
 def _say(text: str) -> None:
@@ -58,7 +58,8 @@ def render_cmd(inventory_path: Path = InventoryOpt,
                                           "or slurm (an sbatch script)")) -> None:
     """Write exactly what `up` pushes (build/<cluster>/<host>/…), or the cluster as a Kubernetes JobSet
     (build/<cluster>/{jobset,configmap}.yaml) or a Slurm job (build/<cluster>/{tfcompose.sbatch,train.yaml})."""
-    from launcher import export, plan, render
+    from launcher import plan
+    from launcher.stages import export, render
     if target not in ("compose", *export.TARGETS):
         raise BadInput(f"--target: Received {target!r}. Expected compose, jobset or slurm.")
     made = plan.make(_load(inventory_path))
@@ -70,32 +71,30 @@ def render_cmd(inventory_path: Path = InventoryOpt,
 @app.command("preflight")
 def preflight_cmd(inventory_path: Path = InventoryOpt, parallel: Optional[int] = ParallelOpt) -> None:
     """Check every host at once: SSH, Docker, compose v2, GPUs, tf_port, workdir, disk, data_dir, clock."""
-    from launcher import plan as plan_mod
-    from launcher.group import Group
-    from launcher.preflight import datasets_if_needed, links_if_possible, ready_plan
+    from launcher.stages import preflight
     from launcher.view import RichReporter
     cluster = _load(inventory_path)
-    with RichReporter([h.name for h in cluster.hosts]) as rep, Group(cluster, rep, parallel) as group:
-        plan, facts = ready_plan(group, plan_mod.make(cluster))
-        matrix = links_if_possible(group, plan, facts)
-        datasets = datasets_if_needed(group, plan)
+    with RichReporter([h.name for h in cluster.hosts]) as rep:
+        found = preflight.run(cluster, rep, parallel)
     for host in cluster.hosts:
-        f = facts[host.name]
-        _say(f"{host.name}: ready (docker compose {f.get('compose')}, {int(f.get('free_kb', '0') or 0) // 1048576} GB "
-             f"free, nic {plan.nic(host) or '?'})")
-    _say(f"links between hosts (TF port):\n{matrix.text()}" if matrix else
+        f = found.facts[host.name]
+        free_kb = f.get("free_kb", "")
+        _say(f"{host.name}: ready (docker compose {f.get('compose')}, "
+             f"{int(free_kb) // 1048576 if free_kb.isdigit() else '?'} GB free, nic {found.plan.nic(host) or '?'})")
+    _say(f"links between hosts (TF port):\n{found.links.text()}" if found.links else
          "links between hosts: checked by `up` once the image is on every host")
     if cluster.spec.dataset_source:
         _say("datasets: `up` makes every data_dir a copy of dataset_source, then checks them")
-    elif datasets:
-        _say(f"datasets: the {len(datasets)} hosts hold the same files ({next(iter(datasets.values())).summary()})")
+    elif found.datasets:
+        _say(f"datasets: the {len(found.datasets)} hosts hold the same files "
+             f"({next(iter(found.datasets.values())).summary()})")
 
 
 @app.command("up")
 def up_cmd(inventory_path: Path = InventoryOpt, wait: bool = typer.Option(False, "--wait", help="wait for the chief, then collect"),
            parallel: Optional[int] = ParallelOpt, runs: Path = RunsOpt) -> None:
     """Preflight, push, ship the image and start on every host; all or nothing. Idempotent."""
-    from launcher.up import up
+    from launcher.stages.up import up
     from launcher.view import RichReporter, leaderboard, out, up_table
     cluster = _load(inventory_path)
     with RichReporter([h.name for h in cluster.hosts]) as rep:
@@ -116,7 +115,7 @@ def up_cmd(inventory_path: Path = InventoryOpt, wait: bool = typer.Option(False,
 def status_cmd(inventory_path: Path = InventoryOpt, as_json: bool = typer.Option(False, "--json", help="JSON for scripts"),
                parallel: Optional[int] = ParallelOpt) -> None:
     """Each host's container: state, exit code, uptime, restarts, last progress line."""
-    from launcher.status import status
+    from launcher.stages.status import status
     from launcher.view import out, status_table
     cluster = _load(inventory_path)
     states = status(cluster, parallel=parallel)
@@ -131,14 +130,14 @@ def watch_cmd(inventory_path: Path = InventoryOpt,
               poll: float = typer.Option(2.0, "--poll", min=0.2, help="seconds between looks at the hosts")) -> None:
     """Attach to a running cluster: each host's trial, epoch, images/s, metrics and ETA until the run
     ends (Ctrl-C leaves it running). Stops nothing, collects nothing."""
-    from launcher.watch import watch
+    from launcher.stages.watch import watch
     from launcher.view import RichReporter
     cluster = _load(inventory_path)
     with RichReporter([h.name for h in cluster.hosts]) as rep:
         outcome = watch(cluster, rep, poll)
-    _say(outcome.message)
     if outcome.failed:
-        raise typer.Exit(int(ExitCode.FAILED))
+        raise ClusterFailed(outcome.message)
+    _say(outcome.message)
 
 
 @app.command("logs")
@@ -149,7 +148,7 @@ def logs_cmd(inventory_path: Path = InventoryOpt, host: Optional[str] = typer.Op
              tail: Optional[int] = typer.Option(None, "--tail", min=0, help="only the last N lines of each log")) -> None:
     """The chief's container output (or --host's, or --all hosts'), followed until Ctrl-C or the chief ends."""
     import re
-    from launcher.logs import logs, logs_all
+    from launcher.stages.logs import logs, logs_all
     if since is not None and not re.fullmatch(r"[0-9A-Za-z:.+-]{1,40}", since):
         raise BadInput(f"--since: Received {since!r}. Expected a duration like 10m or 2h, or a timestamp.")
     cluster = _load(inventory_path)
@@ -170,7 +169,7 @@ def logs_cmd(inventory_path: Path = InventoryOpt, host: Optional[str] = typer.Op
 @app.command("collect")
 def collect_cmd(inventory_path: Path = InventoryOpt, runs: Path = RunsOpt) -> None:
     """The chief's results and every host's log into runs/<cluster>/<run>/ (and runs/<cluster>/latest)."""
-    from launcher.collect import collect
+    from launcher.stages.collect import collect
     from launcher.view import RichReporter, leaderboard, out
     cluster = _load(inventory_path)
     with RichReporter([h.name for h in cluster.hosts]) as rep:
@@ -185,7 +184,7 @@ def collect_cmd(inventory_path: Path = InventoryOpt, runs: Path = RunsOpt) -> No
 def down_cmd(inventory_path: Path = InventoryOpt, purge: bool = typer.Option(False, "--purge", help="also remove the pushed files and results on the hosts"),
              parallel: Optional[int] = ParallelOpt) -> None:
     """Stop and remove the cluster's containers everywhere; unreachable hosts get a warning."""
-    from launcher.down import down
+    from launcher.stages.down import down
     from launcher.view import err
     result = down(_load(inventory_path), purge, parallel=parallel)
     for host in result.hosts:
@@ -200,9 +199,9 @@ def down_cmd(inventory_path: Path = InventoryOpt, purge: bool = typer.Option(Fal
 def runs_cmd(inventory_path: Optional[Path] = typer.Option(None, "--inventory", "-i", help="only this inventory's cluster",
                                                            dir_okay=False), runs: Path = RunsOpt) -> None:
     """The collected runs: id, date, mode, trials, best trial and its val_accuracy, duration, restarts."""
-    from launcher.runs import find
+    from launcher.results.history import find
+    from launcher.text import clock
     from launcher.view import out, table
-    from launcher.watch import clock
     found = find(runs, _load(inventory_path).name if inventory_path else None)
     rows = [[r.cluster, r.run_id, r.started, r.mode, r.trials, r.best, f"{r.best_val_accuracy:.4f}", clock(r.duration_s),
              r.restarts] for r in found]
@@ -215,7 +214,7 @@ def compare_cmd(refs: list[str] = typer.Argument(..., help="run folders or run i
                 runs: Path = RunsOpt,
                 output: Path = typer.Option(Path("compare.png"), "--output", "-o", help="the picture to write")) -> None:
     """Leaderboards side by side, and one picture of each run's best validation curve."""
-    from launcher.runs import compare_picture, leaderboards, resolve
+    from launcher.results.history import compare_picture, leaderboards, resolve
     from launcher.view import out, table
     folders = [resolve(runs, ref) for ref in refs]
     columns, rows = leaderboards(folders)
@@ -226,7 +225,7 @@ def compare_cmd(refs: list[str] = typer.Argument(..., help="run folders or run i
 @app.command("report")
 def report_cmd(run_dir: Path = typer.Argument(..., help="a run folder: runs/<cluster>/<run> or runs/local")) -> None:
     """Write report.md with a leaderboard, training curves and the best model's confusion matrix (PNGs)."""
-    from launcher.report import write_report
+    from launcher.results.report import write_report
     from launcher.view import leaderboard, out
     made = write_report(run_dir)
     board = leaderboard(run_dir)

@@ -135,12 +135,14 @@ def read_progress_files(results: str) -> list[str]:
             "sh", results]
 
 
-def image_layers() -> list[str]:
-    """First line: the engine's storage driver status (JSON); then one JSON list of layer diff IDs
-    per image the engine holds (each prefix of such a list is a layer chain it has)."""
-    return ["sh", "-c", "docker info --format '{{json .DriverStatus}}'; "
+def image_survey(image: str) -> list[str]:
+    """First line: the image's ID on the host (empty when absent); second: the engine's storage
+    driver status (JSON); then one JSON list of layer diff IDs per image the engine holds (each
+    prefix of such a list is a layer chain it has)."""
+    return ["sh", "-c", "docker image inspect --format '{{.Id}}' \"$1\" 2>/dev/null || echo; "
+            "docker info --format '{{json .DriverStatus}}'; "
             'ids=$(docker image ls -aq --no-trunc | sort -u); '
-            "[ -z \"$ids\" ] || docker image inspect --format '{{json .RootFS.Layers}}' $ids"]
+            "[ -z \"$ids\" ] || docker image inspect --format '{{json .RootFS.Layers}}' $ids", "sh", image]
 
 
 # --- the dataset (dataset.py): manifests by python3 on the host or in the trainer image; the sync

@@ -1,8 +1,12 @@
-"""The plan: every fact derived from the inventory before anything is rendered or contacted.
+"""The plan: every fact the stages act on: run id, image names, the code hash of a `run:` folder,
+parallel or not, which trials each host trains, the NIC and GPUs each host uses, and each host's
+trainer config.
 
-run id, image names, the code hash of a `run:` folder, parallel or not, which trials each host
-trains, the GPUs each host should see, and each host's trainer config. Made once per command
-(`make(cluster)`); the stages after it read it and never recompute.
+It is made in two steps, and only these: `make(cluster)` from the inventory alone (all that
+`validate`, `render` and the commands attaching to a running cluster need), then, in `up`, once,
+`complete(...)` with what was found: each host's NIC and GPU count (cluster_rules.decide) and the
+identity of what the hosts will run (the image built here, the dataset_source digest), which the
+run id covers. The stages read the plan and never change it.
 """
 from __future__ import annotations
 
@@ -13,9 +17,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from launcher.errors import InventoryError
-from launcher.inventory import Cluster, Host, code_dir
+from launcher.files import CHUNK
+from launcher.inventory.model import Cluster, Host
 
-HASH_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -26,8 +30,8 @@ class Plan:
     container_image: str           # what the containers run: `image`, or with `run:` the code layer on it
     parallel: bool                 # search.mode parallel: every host trains its own trials alone
     placement: dict[str, list[str]] = field(default_factory=dict)   # host → trial names (parallel only)
-    # What preflight found on the hosts (preflight.adjust): the NIC that routes to the peers when
-    # the inventory names none, and the GPUs each host gets under gpus_per_host: min.
+    # What preflight found on the hosts (cluster_rules.decide): the NIC that routes to the peers
+    # when the inventory names none, and the GPUs each host gets under gpus_per_host: min.
     nics: dict[str, str] = field(default_factory=dict)
     gpu_overrides: dict[str, Any] = field(default_factory=dict)
 
@@ -44,7 +48,7 @@ class Plan:
     def train_config(self, host: Optional[Host] = None):
         """The trainer's config on a host: the inventory's, the backup in its own mount, and in
         parallel mode only that host's share of the trials."""
-        cfg = self.cluster.spec.training
+        cfg = self.cluster.spec.train_or_defaults
         update = {} if cfg.backup_dir else {"backup_dir": "/backup"}
         if host is not None and self.parallel:
             update["search"] = cfg.search.model_copy(update={"only": self.placement[host.name]})
@@ -52,17 +56,19 @@ class Plan:
 
 
 def make(cluster: Cluster) -> Plan:
-    code = code_hash(code_dir(cluster))
-    parallel = cluster.spec.run is None and cluster.spec.training.search.mode == "parallel"
+    code = code_hash(cluster.code_dir)
+    parallel = cluster.spec.run is None and cluster.spec.train_or_defaults.search.mode == "parallel"
     return Plan(cluster=cluster, code_hash=code, run_id=run_id(cluster, code),
                 container_image=container_image(cluster.spec.image, code if cluster.spec.run else None),
                 parallel=parallel, placement=placement(cluster) if parallel else {})
 
 
-def with_contents(plan: Plan, image_id: str = "", dataset_digest: str = "") -> Plan:
-    """The plan of an `up` that knows what the hosts will run: a rebuilt image or a changed
+def complete(plan: Plan, nics: dict[str, str], gpu_overrides: dict[str, Any], image_id: str = "",
+             dataset_digest: str = "") -> Plan:
+    """The plan of an `up` that knows its hosts and what they will run: a rebuilt image or a changed
     dataset_source is then a new run (new containers), as a changed inventory is."""
-    return replace(plan, run_id=run_id(plan.cluster, plan.code_hash, image=image_id, data=dataset_digest))
+    return replace(plan, nics=nics, gpu_overrides=gpu_overrides,
+                   run_id=run_id(plan.cluster, plan.code_hash, image=image_id, data=dataset_digest))
 
 
 # How the image reaches the hosts does not change what they run: no new containers for it.
@@ -85,7 +91,7 @@ def code_hash(folder: Optional[Path]) -> str:
         digest.update(str(path.relative_to(folder)).encode() + b"\0")
         try:
             with path.open("rb") as fh:
-                while chunk := fh.read(HASH_CHUNK):
+                while chunk := fh.read(CHUNK):
                     digest.update(chunk)
         except OSError as exc:
             raise InventoryError(f"{path}: cannot read this file of run.code_dir ({exc.strerror or exc}). "
@@ -108,7 +114,7 @@ def sibling_tag(image: str, tag: str) -> str:
 def placement(cluster: Cluster) -> dict[str, list[str]]:
     """search.mode parallel: which trials each host trains (balanced by parameters × images)."""
     from trainer import trials
-    cfg = cluster.spec.training
+    cfg = cluster.spec.train_or_defaults
     channels = 1 if cfg.dataset.color_mode == "grayscale" else 3
     classes = cfg.dataset.classes if cfg.dataset.kind == "synthetic" else 2  # the head barely matters
     return trials.place(trials.expand(cfg, only=False), [h.name for h in cluster.hosts], cfg, channels, classes)

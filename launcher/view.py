@@ -9,6 +9,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from launcher.text import clock, printable
+
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
@@ -61,7 +63,6 @@ class RichReporter:
                 out.print(f"{host}: {stage}" + (f" ({detail})" if detail else ""), markup=False, soft_wrap=True)
 
     def progress(self, host: str, progress, restarts: int = 0) -> None:
-        from launcher.watch import describe, epoch_lines
         with self._lock:
             self.bars[host] = (progress, describe(progress, restarts))
             if self.live:
@@ -78,7 +79,7 @@ class RichReporter:
     def transfer(self, host: str, what: str, done: int, total: int, elapsed_s: float) -> None:
         """On a terminal, the host's row shows bytes, rate and ETA; off it, transfers stay quiet."""
         if self.live:
-            from launcher.progress import transfer_detail
+            from launcher.reporter import transfer_detail
             with self._lock:
                 self.stages[host] = (self.stages.get(host, ("", ""))[0], transfer_detail(what, done, total, elapsed_s))
                 self.sending[host] = min(done / total, 1.0) if total else 0.0
@@ -104,21 +105,14 @@ def _without_clock(detail: str) -> str:
 
 
 def up_table(cluster, report) -> Table:
-    rows = [[h.name, f"{report.bytes_pushed[h.name]:,} B", image_summary(report.images[h.name])]
-            + ([dataset_summary(report.datasets.get(h.name))] if report.datasets else []) + [report.started[h.name]]
-            for h in cluster.hosts]
+    def dataset(host: str) -> list[str]:
+        if not report.datasets:
+            return []
+        return [report.datasets[host].summary() if host in report.datasets else "no data_dir"]
+    rows = [[h.name, f"{report.bytes_pushed[h.name]:,} B", report.images[h.name].summary(), *dataset(h.name),
+             report.started[h.name]] for h in cluster.hosts]
     columns = ["host", "bundle sent", "image"] + (["dataset"] if report.datasets else []) + ["container"]
     return table(f"cluster {cluster.name}, run {report.run_id}", columns, rows)
-
-
-def dataset_summary(outcome: dict | None) -> str:
-    from launcher.dataset import DatasetOutcome
-    return DatasetOutcome(**outcome).summary() if outcome else "no data_dir"
-
-
-def image_summary(outcome: dict) -> str:
-    from launcher.image import ImageOutcome
-    return ImageOutcome(**outcome).summary()
 
 
 def status_table(cluster, states) -> Table:
@@ -128,7 +122,7 @@ def status_table(cluster, states) -> Table:
 
 
 def leaderboard(run_dir: Path) -> Table | None:
-    from launcher import report
+    from launcher.results import report
     from trainer import results
     if not (run_dir / "results.json").is_file():
         return None
@@ -146,8 +140,6 @@ def leaderboard(run_dir: Path) -> Table | None:
 
 def log_line_printer(hosts: list[str]):
     """`host | line`, the host coloured on a terminal (as docker compose logs does)."""
-    from rich.text import Text
-    from launcher.status import printable
     colours = ["cyan", "yellow", "green", "magenta", "blue", "red", "bright_cyan", "bright_yellow"]
     width = max(len(h) for h in hosts)
     style = {h: colours[i % len(colours)] for i, h in enumerate(hosts)}
@@ -159,3 +151,28 @@ def log_line_printer(hosts: list[str]):
         else:
             print(prefix + printable(line), flush=True)
     return emit
+
+
+# --- training progress (trainer/progress.py's documents), as one line ---------------------------
+
+def describe(p, restarts: int = 0) -> str:
+    """One line: trial i/n, epoch j/m, images/s, the last metrics, the ETA (and restarts, if any)."""
+    metrics = " ".join(f"{k} {v:.4f}" for k, v in (("loss", p.loss), ("acc", p.accuracy), ("val_acc", p.val_accuracy)))
+    line = (f"trial {p.trial_index}/{p.trials} {p.trial} epoch {p.epoch}/{p.epochs} {p.images_per_second:.0f} img/s "
+            f"{metrics} ETA {clock(p.eta_seconds())}")
+    restarts = max(restarts, p.restarts)
+    return line + (f" restarts {restarts}" if restarts else "") + (" (done)" if p.done else "")
+
+
+def epoch_lines(p, after: tuple[int, int], restarts: int = 0) -> tuple[list[str], tuple[int, int]]:
+    """One line per epoch finished since `after` (trial index, epoch), in order; the new mark."""
+    lines, mark = [], after
+    restarts = max(restarts, p.restarts)
+    for trial_index, trial, epoch, epochs, loss, acc, _val_loss, val_acc, ips in p.recent:
+        if (trial_index, epoch) <= after:
+            continue
+        lines.append(f"trial {trial_index}/{p.trials} {trial} epoch {epoch}/{epochs} {ips:.0f} img/s loss {loss:.4f} "
+                     f"acc {acc:.4f} val_acc {val_acc:.4f} ETA {clock(p.eta_seconds(trial_index, epoch))}"
+                     + (f" restarts {restarts}" if restarts else ""))
+        mark = (trial_index, epoch)
+    return lines, mark

@@ -1,73 +1,17 @@
-"""Shared fixtures: free ports, trainer processes started and killed the MWMS-safe way."""
+"""Shared fixtures (helpers and constants: tests/support/)."""
 from __future__ import annotations
 
-import json
 import os
-import signal
-import socket
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-DATA = Path(__file__).resolve().parent / "data"
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def require(condition: bool, why: str) -> None:
-    """Skip an integration test whose tool is missing — but fail in CI, where .ci/run provides it."""
-    if condition:
-        return
-    if IN_CI:
-        pytest.fail(f"{why} (CI must provide it: see .ci/run)")
-    pytest.skip(why)
-
-
-def free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
-def tf_config(addresses: list[str], index: int, job: str = "worker") -> str:
-    return json.dumps({"cluster": {job: addresses}, "task": {"type": job, "index": index}})
-
-
-class TrainerProcs:
-    """Trainer processes in their own process groups; all SIGKILLed at the end (MWMS ignores SIGTERM)."""
-
-    def __init__(self, tmp: Path):
-        self.tmp, self.procs = tmp, []
-
-    def start(self, args: list[str], tf_config_json: str | None = None, name: str = "trainer", extra_env=None):
-        env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG" and not k.startswith("TFC_")}
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(FIXTURES)])
-        env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-        if tf_config_json:
-            env["TF_CONFIG"] = tf_config_json
-        env.update(extra_env or {})
-        log = open(self.tmp / f"{name}.log", "w")
-        proc = subprocess.Popen([sys.executable, "-m", "trainer", *args], stdout=log, stderr=subprocess.STDOUT,
-                                env=env, cwd=self.tmp, start_new_session=True)
-        proc.log_path = self.tmp / f"{name}.log"
-        self.procs.append(proc)
-        return proc
-
-    def kill_all(self):
-        for proc in self.procs:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
+from support.cluster import TRAIN, labelled
+from support.common import BASE_IMAGE, REPO, TEST_IMAGE, TrainerProcs, docker_ok, free_ports, require
+from support.sshd import write_inventory
 
 
 @pytest.fixture
@@ -89,18 +33,6 @@ def image_folder(tmp_path_factory) -> Path:
     return out
 
 
-# --- Docker -----------------------------------------------------------------------------------
-BASE_IMAGE = os.environ.get("TFC_TEST_BASE_IMAGE", "tf-offline-base:cpu")
-TEST_IMAGE = "tfcompose-trainer:test"
-
-
-def docker_ok() -> bool:
-    try:
-        return subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 @pytest.fixture(scope="session")
 def trainer_image() -> str:
     """The trainer image, built the way users build it (`make image`) from the offline base."""
@@ -113,21 +45,10 @@ def trainer_image() -> str:
     return TEST_IMAGE
 
 
-def compose_leftovers(project: str) -> list[str]:
-    """Containers and networks Docker still holds for a compose project."""
-    found = []
-    for kind in ("ps -a", "network ls"):
-        out = subprocess.run(["docker", *kind.split(), "-q", "--filter", f"label=com.docker.compose.project={project}"],
-                             capture_output=True, text=True).stdout.split()
-        found += [f"{kind.split()[0]}:{x}" for x in out]
-    return found
-
-
-# --- sshd ---------------------------------------------------------------------------------------
 @pytest.fixture
 def sshd_farm(tmp_path):
     """Start sshd "hosts" with farm.start(name, port, tf_port); all are killed afterwards."""
-    from sshd import SSHD, SshdFarm
+    from support.sshd import SSHD, SshdFarm
     require(Path(SSHD).exists(), "OpenSSH's sshd is not installed (apt-get install openssh-server)")
     (tmp_path / "ssh").mkdir()
     farm = SshdFarm(tmp_path / "ssh")
@@ -145,10 +66,34 @@ def image_cache(tmp_path_factory) -> Path:
 def second_engine(tmp_path_factory):
     """A second, empty Docker engine on its own socket (tests/engine.py): a host lacking every image."""
     import shutil
-    from engine import SecondEngine
+    from support.engine import SecondEngine
     require(docker_ok(), "no Docker engine answers `docker info`")
     require(shutil.which("dockerd") is not None and shutil.which("ip") is not None and os.getuid() == 0,
             "a second dockerd needs dockerd, iproute2 and root")
     engine = SecondEngine(tmp_path_factory.mktemp("engine2")).start()
     yield engine.sock
     engine.stop()
+
+
+@pytest.fixture
+def cluster_env(sshd_farm, tmp_path, trainer_image):
+    """Start n sshd hosts; yields a function writing an inventory for them; removes containers after."""
+    made = []
+
+    def make(n=2, train=TRAIN, engines: dict | None = None, **kw):
+        """engines: host index → DOCKER_HOST that host's sshd sessions use."""
+        ports = free_ports(2 * n)
+        hosts = [sshd_farm.start(f"h{i}", ports[2 * i], ports[2 * i + 1],
+                                 env={"DOCKER_HOST": (engines or {})[i]} if i in (engines or {}) else None)
+                 for i in range(n)]
+        sshd_farm.known_hosts()
+        name = f"t{uuid.uuid4().hex[:8]}"
+        made.append(name)
+        path = write_inventory(sshd_farm, tmp_path / f"{name}.yaml", name, hosts, train=train, image=trainer_image, **kw)
+        return name, path, hosts
+
+    yield make
+    for name in made:
+        ids = labelled(name)
+        if ids:
+            subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)

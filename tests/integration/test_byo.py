@@ -6,9 +6,10 @@ import shutil
 
 import pytest
 
-from conftest import FIXTURES
-from launcher import inventory, plan
-from test_cluster import cluster_env, cli, labelled  # noqa: F401  (fixture)
+from support.common import FIXTURES
+from launcher import plan
+from launcher.inventory.load import load_cluster
+from support.cluster import cli, labelled
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +29,7 @@ def test_a_custom_loop_script_runs_unchanged_across_two_hosts(cluster_env, capsy
     latest = runs / name / "latest"
     output = json.loads((latest / "output.json").read_text())
     assert output["replicas"] == 2 and output["task"] == "0"  # written by the chief only
-    cluster = inventory.load(inv)
+    cluster = load_cluster(inv)
     for host in cluster.hosts:
         log = (latest / "logs" / f"{host.name}.log").read_text()
         printed = json.loads(next(line for line in log.splitlines() if line.startswith("TFC "))[4:])

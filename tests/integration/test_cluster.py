@@ -2,59 +2,22 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, compose_leftovers, free_ports, trainer_image  # noqa: F401  (fixture)
-from engine import empty_engine
-from launcher import REPO, image as images, inventory
-from launcher.cli import main
-from sshd import write_inventory
+from launcher.files import REPO
+from launcher.image import local
+from launcher.inventory.load import load_cluster
+from support.cluster import TRAIN, cli, labelled, wait_for_log
+from support.common import FIXTURES, free_ports
+from support.engine import empty_engine
 
 pytestmark = pytest.mark.integration
-TRAIN = {"dataset": {"kind": "synthetic", "image_size": [32, 32], "per_class": 32},
-         "candidates": ["small_cnn", "deep_cnn"], "epochs": 2, "batch_per_replica": 16, "join_timeout_s": 90}
 
-
-def labelled(cluster: str, engine: str | None = None) -> list[str]:
-    """Containers and networks labelled with the cluster on this machine's engine (or another)."""
-    env = {**os.environ, **({"DOCKER_HOST": engine} if engine else {})}
-    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=tfcompose.cluster={cluster}"],
-                         capture_output=True, text=True, env=env).stdout.split()
-    nets = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"label=com.docker.compose.project={cluster}"],
-                          capture_output=True, text=True, env=env).stdout.split()
-    return out + nets
-
-
-@pytest.fixture
-def cluster_env(sshd_farm, tmp_path, trainer_image):  # noqa: F811
-    """Start n sshd hosts; yields a function writing an inventory for them; removes containers after."""
-    made = []
-
-    def make(n=2, train=TRAIN, engines: dict | None = None, **kw):
-        """engines: host index → DOCKER_HOST that host's sshd sessions use."""
-        ports = free_ports(2 * n)
-        hosts = [sshd_farm.start(f"h{i}", ports[2 * i], ports[2 * i + 1],
-                                 env={"DOCKER_HOST": (engines or {})[i]} if i in (engines or {}) else None)
-                 for i in range(n)]
-        sshd_farm.known_hosts()
-        name = f"t{uuid.uuid4().hex[:8]}"
-        made.append(name)
-        path = write_inventory(sshd_farm, tmp_path / f"{name}.yaml", name, hosts, train=train, image=trainer_image, **kw)
-        return name, path, hosts
-
-    yield make
-    for name in made:
-        ids = labelled(name)
-        if ids:
-            subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
 
 
 def changed_trainer_context(folder: Path, first_line: str) -> Path:
@@ -69,22 +32,6 @@ def changed_trainer_context(folder: Path, first_line: str) -> Path:
 
 def tree_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
-
-
-def wait_for_log(capsys, inv: Path, host: str, text: str, seconds: float = 60) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        code, out, _ = cli(capsys, "logs", "-i", str(inv), "--no-follow", "--host", host)
-        if text in out:
-            return True
-        time.sleep(1)
-    return False
-
-
-def cli(capsys, *args) -> tuple[int, str, str]:
-    code = main(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def test_up_wait_ships_trains_across_hosts_collects_and_down_cleans(cluster_env, second_engine, image_cache, capsys,
@@ -142,7 +89,7 @@ def test_up_wait_ships_trains_across_hosts_collects_and_down_cleans(cluster_env,
 
     # A change in trainer/: only the trainer's layer (and what follows it) travels, and it runs.
     context = changed_trainer_context(tmp_path / "context", 'print("TFC-DELTA-MARK", flush=True)\n')
-    monkeypatch.setattr(images, "REPO", context)
+    monkeypatch.setattr(local, "REPO", context)
     code, out, err = cli(capsys, "up", "-i", str(inv))
     assert code == 0, out + err
     shipped = re.search(r"^h1: image \(shipped (\d+)/(\d+) layers, ([\d,]+) B\)$", out, re.M)
@@ -150,7 +97,7 @@ def test_up_wait_ships_trains_across_hosts_collects_and_down_cleans(cluster_env,
     assert int(shipped.group(3).replace(",", "")) <= tree_bytes(context / "trainer") + 1_000_000, out
     assert wait_for_log(capsys, inv, "h1", "TFC-DELTA-MARK"), "the new trainer did not run on h1"
     monkeypatch.undo()
-    images.build_local(inventory.load(inv))  # the image tag back to this checkout's trainer, for later tests
+    local.build_local(load_cluster(inv))  # the image tag back to this checkout's trainer, for later tests
 
     code, out, err = cli(capsys, "down", "-i", str(inv), "--purge")
     assert code == 0 and "h0: removed 1 container(s), purged" in out and "h1: removed 1 container(s), purged" in out

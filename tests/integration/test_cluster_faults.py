@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from conftest import REPO
-from launcher.connection import PASSPHRASE_ENV
-from sshd import keygen
-from test_cluster import TRAIN, cluster_env, labelled  # noqa: F401  (fixture)
+from support.common import REPO
+from launcher.ssh.connection import PASSPHRASE_ENV
+from support.sshd import keygen
+from support.cluster import TRAIN, labelled
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,8 @@ import shutil
 import pytest
 import yaml
 
-from launcher import dataset
-from test_cluster import cli, cluster_env, labelled  # noqa: F401  (fixture)
+from launcher.dataset import sync as dataset
+from support.cluster import cli, labelled
 
 pytestmark = pytest.mark.integration
 TRAIN = {"dataset": {"kind": "image_folder", "train_dir": "/data/train", "val_dir": "/data/val", "image_size": [32, 32]},

@@ -13,17 +13,17 @@ import subprocess
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
 import pytest
 import yaml
 
-from conftest import free_ports
-from fakehost import HANG_SECONDS, FakeDocker, container
-from hostile import Case, all_cases, run_case
-from sshd import write_inventory
+from support.common import free_ports
+from support.fake_docker import HANG_SECONDS, FakeDocker, container
+from support.hostile import Case, all_cases, run_case
+from support.sshd import write_inventory
 
 pytestmark = pytest.mark.integration
 CASES = all_cases()
@@ -252,7 +252,8 @@ def check_host_case(case: HostCase, world: World, tmp_path: Path) -> None:
 
 
 def make_world(case: HostCase, farm, tmp_path: Path) -> World:
-    from launcher import inventory, plan
+    from launcher import plan
+    from launcher.inventory.load import load_cluster
     engines, hosts = [], []
     ports = free_ports(2 * case.hosts)
     for i in range(case.hosts):
@@ -267,5 +268,5 @@ def make_world(case: HostCase, farm, tmp_path: Path) -> World:
     doc["ssh"]["command_timeout_s"] = TIMEOUT_S
     doc["image_mode"] = "pull"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    world = World(tmp_path / "op", name, hosts, engines, plan.make(inventory.load(path)).run_id)
+    world = World(tmp_path / "op", name, hosts, engines, plan.make(load_cluster(path)).run_id)
     return world

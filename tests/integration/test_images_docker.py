@@ -5,7 +5,8 @@ import os
 import shutil
 import subprocess
 
-from launcher import REPO, image as images
+from launcher.files import REPO
+from launcher.image import local as images, stage as image_stage
 
 
 def test_archive_records_the_requested_tag_even_when_the_image_has_several(tmp_path):
@@ -14,7 +15,7 @@ def test_archive_records_the_requested_tag_even_when_the_image_has_several(tmp_p
     import json as json_
     import tarfile as tarfile_
 
-    from conftest import docker_ok, require
+    from support.common import docker_ok, require
     require(docker_ok(), "no Docker engine answers `docker info`")
     (tmp_path / "x").write_text("x")
     (tmp_path / "Dockerfile").write_text("FROM scratch\nCOPY x /x\n")
@@ -33,7 +34,7 @@ def test_archive_records_the_requested_tag_even_when_the_image_has_several(tmp_p
 
 def test_fetch_wheels_reuses_its_wheels_until_the_base_image_changes(tmp_path):
     """Every `up` in ship mode builds the image: a repeat with the same base must not download again."""
-    from conftest import docker_ok, require
+    from support.common import docker_ok, require
     require(docker_ok(), "no Docker engine answers `docker info`")
     base = "tf-offline-base:cpu"
     inspect = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", base], capture_output=True, text=True)
@@ -65,8 +66,8 @@ def test_an_engine_loads_a_delta_archive_that_carries_only_the_layer_it_lacks(tm
     import gzip
     import json as json_
 
-    from conftest import docker_ok, require
-    from launcher import layers
+    from support.common import docker_ok, require
+    from launcher.image import layers
     require(docker_ok(), "no Docker engine answers `docker info`")
     for name, text in (("base", "FROM scratch\nCOPY big /big\n"), ("top", "FROM tfc-test-delta-base:1\nCOPY small /small\n")):
         (tmp_path / name).mkdir()
@@ -104,8 +105,9 @@ def test_a_code_layer_made_without_docker_loads_and_holds_the_code(tmp_path, mon
 
     import yaml
 
-    from conftest import docker_ok, require
-    from launcher import inventory, plan as plan_mod
+    from support.common import docker_ok, require
+    from launcher import plan as plan_mod
+    from launcher.inventory.load import load_cluster
     require(docker_ok(), "no Docker engine answers `docker info`")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     (tmp_path / "base").mkdir()
@@ -116,12 +118,12 @@ def test_a_code_layer_made_without_docker_loads_and_holds_the_code(tmp_path, mon
     inv = tmp_path / "inv.yaml"
     inv.write_text(yaml.safe_dump({"cluster": "c", "image": "tfc-test-code-base:1", "hosts": [{"name": "a", "address": "10.0.0.1"}],
                                    "run": {"command": ["python", "train.py"], "code_dir": str(tmp_path / "code")}}))
-    plan = plan_mod.make(inventory.load(inv))
+    plan = plan_mod.make(load_cluster(inv))
     try:
         build = subprocess.run(["docker", "buildx", "build", "--load", "-t", "tfc-test-code-base:1", str(tmp_path / "base")],
                                capture_output=True, text=True)
         assert build.returncode == 0, build.stderr
-        shipment = images.code_shipment(plan)
+        shipment = image_stage.code_shipment(plan)
         assert images.local_image_id(plan.container_image) == shipment.image_id  # loaded here too
         inspect, base = json.loads(subprocess.run(["docker", "image", "inspect", plan.container_image, "tfc-test-code-base:1"],
                                                   capture_output=True, text=True, check=True).stdout)
@@ -132,6 +134,6 @@ def test_a_code_layer_made_without_docker_loads_and_holds_the_code(tmp_path, mon
             cp = subprocess.run(["docker", "cp", f"{made}:{path}", "-"], capture_output=True)
             assert text in cp.stdout, path
         subprocess.run(["docker", "rm", made], capture_output=True)
-        assert images.code_shipment(plan).image_id == shipment.image_id  # the same code: the same image, nothing to send
+        assert image_stage.code_shipment(plan).image_id == shipment.image_id  # the same code: the same image, nothing to send
     finally:
         subprocess.run(["docker", "rmi", "-f", plan.container_image, "tfc-test-code-base:1"], capture_output=True)

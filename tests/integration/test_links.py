@@ -7,10 +7,10 @@ import uuid
 
 import pytest
 
-from conftest import require, trainer_image  # noqa: F401  (fixture)
-from netns import Lan, available
-from sshd import write_inventory
-from test_cluster import cli, labelled
+from support.common import require
+from support.netns import Lan, available
+from support.sshd import write_inventory
+from support.cluster import cli, labelled
 
 pytestmark = pytest.mark.integration
 TF_PORT = 23456

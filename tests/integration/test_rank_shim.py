@@ -9,7 +9,6 @@ import uuid
 import pytest
 import yaml
 
-from conftest import trainer_image  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.integration
 

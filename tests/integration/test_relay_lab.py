@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require, trainer_image  # noqa: F401  (fixture)
-from launcher import REPO
-from lab import Lab, available
-from sshd import write_inventory
-from test_cluster import TRAIN, cli, labelled
+from support.common import require
+from launcher.files import REPO
+from support.lab import Lab, available
+from support.sshd import write_inventory
+from support.cluster import TRAIN, cli, labelled
 
 pytestmark = pytest.mark.integration
 MARK = "tfcompose-relay"

@@ -7,20 +7,21 @@ import time
 
 import pytest
 
-from conftest import free_ports
-from launcher import inventory
+from support.common import free_ports
+from launcher.inventory.load import load_cluster
 from launcher.errors import CalledOff, ConnectError, ExitCode, HostKeyError, RemoteError
-from launcher.group import Group
-from launcher.connection import PASSPHRASE_ENV, Connection
-from sshd import keygen, write_inventory
+from launcher.ssh import group
+from launcher.ssh.group import Group
+from launcher.ssh.connection import PASSPHRASE_ENV
+from support.sshd import keygen, write_inventory
 
 pytestmark = pytest.mark.integration
 
 
 def connect(farm, tmp_path, host, **kw):
     path = write_inventory(farm, tmp_path / "inv.yaml", "t", [host], **kw)
-    cluster = inventory.load(path)
-    return Connection.for_host(cluster, cluster.hosts[0])
+    cluster = load_cluster(path)
+    return group.connect(cluster, cluster.hosts[0])
 
 
 @pytest.fixture
@@ -139,7 +140,7 @@ def test_ctrl_c_calls_off_the_hosts_work_a_short_step_ends_first_and_the_clean_u
     # an upload that would never end. Ctrl-C comes while both are at it.
     h1, h2 = (sshd_farm.start(name, *free_ports(2)) for name in ("h1", "h2"))
     sshd_farm.known_hosts()
-    cluster = inventory.load(write_inventory(sshd_farm, tmp_path / "inv.yaml", "t", [h1, h2]))
+    cluster = load_cluster(write_inventory(sshd_farm, tmp_path / "inv.yaml", "t", [h1, h2]))
     streaming, outcome = threading.Event(), {}
 
     def endless():

@@ -5,8 +5,10 @@ import subprocess
 
 import pytest
 
-from conftest import DATA, docker_ok, require
-from launcher import inventory, plan, render
+from support.common import DATA, docker_ok, require
+from launcher import plan
+from launcher.inventory.load import load_cluster
+from launcher.stages import render
 
 CASES = sorted(p for p in (DATA / "render").iterdir() if p.is_dir())
 
@@ -15,7 +17,7 @@ CASES = sorted(p for p in (DATA / "render").iterdir() if p.is_dir())
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_docker_compose_accepts_every_rendered_file(case, tmp_path):
     require(docker_ok(), "no Docker engine answers `docker info`")
-    render.write_bundles(plan.make(inventory.load(case / "inventory.yaml")), tmp_path)
+    render.write_bundles(plan.make(load_cluster(case / "inventory.yaml")), tmp_path)
     folders = [p.parent for p in tmp_path.rglob("compose.yaml")]
     assert folders
     for folder in folders:
@@ -33,7 +35,7 @@ def test_user_values_reach_the_container_byte_for_byte(tmp_path):
         "cluster: c\nssh: {user: u, config_file: ./none}\n"
         "run: {command: [python, x.py, --name=$HOME, '$${TOKEN}'], code_dir: ./code, env: {TOKEN: 'a$b', LIT: 'x$$y'}}\n"
         "hosts: [{name: a, address: 10.0.0.1, workdir: /opt/tfc}]\n")
-    render.write_bundles(plan.make(inventory.load(tmp_path / "inv.yaml")), tmp_path / "out")
+    render.write_bundles(plan.make(load_cluster(tmp_path / "inv.yaml")), tmp_path / "out")
     folder = tmp_path / "out" / "c" / "a"
     env = {"PATH": "/usr/bin:/bin", "HOME": "/home/someone", "TOKEN": "from-the-host"}
     shown = subprocess.run(["docker", "compose", "config", "--format", "json"], cwd=folder, capture_output=True,

@@ -6,8 +6,10 @@ import json
 import matplotlib.image
 import pytest
 
-from launcher import inventory, plan as plan_mod, render
-from test_cluster import cluster_env, cli, labelled  # noqa: F401  (fixture)
+from launcher import plan as plan_mod
+from launcher.inventory.load import load_cluster
+from launcher.stages import render
+from support.cluster import cli, labelled
 
 pytestmark = pytest.mark.integration
 SPACE = {"dataset": {"kind": "synthetic", "image_size": [24, 24], "per_class": 32}, "candidates": ["small_cnn", "deep_cnn"],
@@ -17,7 +19,7 @@ TRIALS = ["small_cnn@lr=0.01,bs=16", "small_cnn@lr=0.001,bs=16", "deep_cnn@lr=0.
 
 def test_parallel_mode_spreads_four_trials_over_two_hosts_and_gathers_one_report(cluster_env, capsys, tmp_path):
     name, inv, hosts = cluster_env(n=2, train=SPACE)
-    cluster = inventory.load(inv)
+    cluster = load_cluster(inv)
     plan = plan_mod.make(cluster)
     placement = plan.placement
     assert sorted(n for names in placement.values() for n in names) == sorted(TRIALS) and all(placement.values())

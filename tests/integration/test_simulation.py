@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, compose_leftovers, trainer_image  # noqa: F401  (fixture)
-from launcher.render import render_simulation
+from support.common import REPO, compose_leftovers
+from launcher.stages.render import render_simulation
 
 SYSTEM_CA = "/etc/ssl/certs/ca-certificates.crt"
 OWNER = (4321, 4321)  # a non-root user owns runs/: results must come back owned by them
@@ -155,7 +155,7 @@ def test_killed_worker_then_up_again_resumes_from_the_shared_backup(sim):
 
 
 def test_run_dir_and_run_command_run_your_own_script_in_the_simulation(sim):
-    from conftest import FIXTURES
+    from support.common import FIXTURES
     code, out = up_and_wait(sim, env={"RUN_DIR": str(FIXTURES / "byo"), "RUN_COMMAND": "python train.py"})
     assert code == 0, out[-3000:]
     output = json.loads((sim.dir / "runs" / "local" / "output.json").read_text())
@@ -169,7 +169,7 @@ def test_run_dir_and_run_command_run_your_own_script_in_the_simulation(sim):
 def test_a_fresh_clone_runs_with_plain_docker_compose_up(tmp_path):
     """No make, no prior build: compose builds the image from its build section (the wheels are not
     in a clone, so the build installs them from the package index) and the two containers train."""
-    from conftest import BASE_IMAGE, docker_ok, require
+    from support.common import BASE_IMAGE, docker_ok, require
     require(docker_ok(), "no Docker engine answers `docker info`")
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)

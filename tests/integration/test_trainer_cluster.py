@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import FIXTURES, free_ports, tf_config
+from support.common import FIXTURES, free_ports, tf_config
 
 pytestmark = pytest.mark.integration
 CANDIDATES = "small_cnn,user_models:tiny_cnn"

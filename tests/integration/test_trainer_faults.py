@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import free_ports, tf_config
+from support.common import free_ports, tf_config
 
 pytestmark = pytest.mark.integration
 

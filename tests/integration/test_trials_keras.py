@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from conftest import REPO
+from support.common import REPO
 from trainer.trials import estimate_params
 
 

@@ -1,0 +1,52 @@
+"""This machine's files: where the repository and the cache are, and the one way tfcompose writes
+a file (a temporary name in the same folder, then a rename), so a crash or a full disk never
+leaves half a file under a final name."""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import zlib
+from pathlib import Path
+from typing import IO, Iterator, Optional
+
+REPO = Path(__file__).resolve().parent.parent
+CHUNK = 1 << 20                 # what is read, hashed, compressed or sent at a time
+PART = ".tfc-part"              # the suffix of a file still being written
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tfcompose"
+
+
+@contextlib.contextmanager
+def atomic_writer(path: Path, mode: Optional[int] = None) -> Iterator[IO[bytes]]:
+    """A binary file that appears at `path` only once it is complete (and nothing on failure)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:200]}.", suffix=PART)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            yield out
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)       # replaces a link itself, never what it points to
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_atomic(path: Path, data: bytes, mode: Optional[int] = None) -> Path:
+    with atomic_writer(path, mode) as out:
+        out.write(data)
+    return Path(path)
+
+
+def gzip_compressor():
+    """gzip framing at the fast level: members concatenate into one valid gzip stream."""
+    return zlib.compressobj(1, zlib.DEFLATED, 31)
+
+
+def gzip_bytes(data: bytes) -> bytes:
+    compressor = gzip_compressor()
+    return compressor.compress(data) + compressor.flush()

@@ -1,0 +1,195 @@
+"""Layer-delta image archives: a host gets only the layers its Docker engine lacks.
+
+`docker save` is split once on this machine into one gzip member per layer, cached under the
+layer's diff ID (a layer shared by many images or tags is compressed once, and a new code image
+costs only its new layers), plus the image's config. A host's archive is assembled from those
+members: a tar holding manifest.json, the config, and only the layer tars whose chain ID the
+host's engine does not have. `docker load` (classic image store) looks a layer up by chain ID and
+takes the ones it has from its store; gzip members concatenate into one valid gzip stream.
+
+Engines that want every layer in the archive (Docker 25+ with the containerd image store) are
+detected by `image.py`, which then sends the plain `docker save` archive instead.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from launcher.errors import ImageError
+from launcher.files import CHUNK, atomic_writer, gzip_bytes, gzip_compressor, write_atomic
+
+BLOCK = 512
+MAX_META_BYTES = 16 << 20   # manifest.json and the config: small JSON, read into memory
+
+
+class Unsplittable(ImageError):
+    """This engine's `docker save` cannot be split into layers (compressed layer blobs)."""
+
+
+def chain_ids(diff_ids: list[str]) -> list[str]:
+    """Docker's chain IDs: the first layer's is its diff ID, each next one hashes parent + diff."""
+    chains: list[str] = []
+    for diff in diff_ids:
+        chains.append(diff if not chains else
+                      "sha256:" + hashlib.sha256(f"{chains[-1]} {diff}".encode()).hexdigest())
+    return chains
+
+
+def present_chains(layer_lists: Iterable[list[str]]) -> set[str]:
+    """Every chain ID an engine holds, from its images' diff-ID lists (each prefix is a chain)."""
+    return {chain for diffs in layer_lists for chain in chain_ids(diffs)}
+
+
+def missing_layers(diff_ids: list[str], present: set[str]) -> list[int]:
+    """Indexes of the layers a host must receive. Once one is missing, so is every later one
+    (a chain includes its parent), so this is always a suffix."""
+    chains = chain_ids(diff_ids)
+    first = next((i for i, chain in enumerate(chains) if chain not in present), len(chains))
+    return list(range(first, len(chains)))
+
+
+def _hex(digest: str) -> str:
+    return digest.split(":", 1)[-1]
+
+
+def _header(name: str, size: int) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime = size, 0o644, 0
+    return info.tobuf(format=tarfile.USTAR_FORMAT)
+
+
+def _padding(size: int) -> bytes:
+    return b"\0" * (-size % BLOCK)
+
+
+@dataclass(frozen=True)
+class Parts:
+    """One image split into cached pieces: its config and one gzip member per layer."""
+    image: str
+    image_id: str
+    config: bytes
+    diff_ids: list[str]
+    layer_dir: Path
+
+    def member(self, index: int) -> Path:
+        return self.layer_dir / f"{_hex(self.diff_ids[index])}.gz"
+
+    def layer_size(self, index: int) -> int:
+        """Uncompressed size of a layer's tar (its entry's size in the archive)."""
+        return int((self.layer_dir / f"{_hex(self.diff_ids[index])}.size").read_text())
+
+    def archive_bytes(self, layers: list[int]) -> int:
+        """About what `chunks(layers)` sends (the small members are not counted)."""
+        return sum(self.member(i).stat().st_size for i in layers)
+
+    def chunks(self, layers: list[int]) -> Iterator[bytes]:
+        """A gzip-compressed docker-archive tar with manifest, config and the given layers."""
+        manifest = json.dumps([{"Config": f"{_hex(self.image_id)}.json", "RepoTags": [self.image],
+                                "Layers": [f"{_hex(d)}/layer.tar" for d in self.diff_ids]}]).encode()
+        head = b"".join(_header(n, len(b)) + b + _padding(len(b)) for n, b in
+                        ((f"{_hex(self.image_id)}.json", self.config), ("manifest.json", manifest)))
+        pending = head
+        for i in layers:
+            size = self.layer_size(i)
+            yield gzip_bytes(pending + _header(f"{_hex(self.diff_ids[i])}/layer.tar", size))
+            with self.member(i).open("rb") as fh:
+                while chunk := fh.read(CHUNK):
+                    yield chunk
+            pending = _padding(size)
+        yield gzip_bytes(pending + b"\0" * (2 * BLOCK))
+
+
+def load_parts(image: str, image_id: str, cache: Path) -> Parts | None:
+    """The cached split of this exact image, if every piece of it is still there."""
+    meta = cache / "images" / f"{_hex(image_id)}.json"
+    try:
+        doc = json.loads(meta.read_text())
+        parts = Parts(image, image_id, bytes.fromhex(doc["config"]), doc["diff_ids"], cache / "layers")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    ok = all(parts.member(i).is_file() and (parts.layer_dir / f"{_hex(d)}.size").is_file()
+             for i, d in enumerate(parts.diff_ids))
+    return parts if ok else None
+
+
+def split_save(image: str, image_id: str, stream: Iterable[bytes], cache: Path) -> Parts:
+    """Split a `docker save` stream into cached layer members (new layers only) and the config."""
+    (cache / "layers").mkdir(parents=True, exist_ok=True)
+    (cache / "images").mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache, prefix=".split-") as tmp:
+        entries = _spool_entries(_Reader(iter(stream)), Path(tmp))
+        manifest = json.loads(_entry_bytes(entries, "manifest.json"))
+        config = _entry_bytes(entries, manifest[0]["Config"])
+        diff_ids = json.loads(config)["rootfs"]["diff_ids"]
+        if "sha256:" + hashlib.sha256(config).hexdigest() != image_id:
+            raise ImageError(f"docker save of {image} gave a config that is not image {image_id}")
+        by_digest = {digest: path for path, digest, _ in entries.values()}
+        for diff in diff_ids:
+            if diff not in by_digest:
+                raise Unsplittable(f"this machine's `docker save` of {image} holds no plain tar for layer "
+                                   f"{diff[:19]}… (compressed layers), so no delta can be made")
+            store_layer(cache / "layers", diff, by_digest[diff])
+    write_atomic(cache / "images" / f"{_hex(image_id)}.json",
+                  json.dumps({"config": config.hex(), "diff_ids": diff_ids}).encode())
+    return Parts(image, image_id, config, diff_ids, cache / "layers")
+
+
+def _spool_entries(reader: "_Reader", tmp: Path) -> dict[str, tuple[Path, str, int]]:
+    """Every regular file of the tar stream onto disk: name → (file, sha256 digest, size)."""
+    entries = {}
+    with tarfile.open(fileobj=reader, mode="r|") as tar:
+        for n, member in enumerate(tar):
+            if not member.isfile():
+                continue
+            path, digest = tmp / str(n), hashlib.sha256()
+            with tar.extractfile(member) as src, path.open("wb") as out:
+                while chunk := src.read(CHUNK):
+                    digest.update(chunk)
+                    out.write(chunk)
+            entries[member.name] = (path, "sha256:" + digest.hexdigest(), member.size)
+    return entries
+
+
+def _entry_bytes(entries: dict, name: str) -> bytes:
+    if name not in entries or entries[name][2] > MAX_META_BYTES:
+        raise ImageError(f"docker save gave no usable {name}")
+    return entries[name][0].read_bytes()
+
+
+def store_layer(layer_dir: Path, diff: str, raw: Path) -> None:
+    """Compress a layer into its cached member, unless an earlier image already did."""
+    member, size_file = layer_dir / f"{_hex(diff)}.gz", layer_dir / f"{_hex(diff)}.size"
+    if member.is_file() and size_file.is_file():
+        return
+    compressor = gzip_compressor()
+    with atomic_writer(member) as out, raw.open("rb") as src:
+        while chunk := src.read(CHUNK):
+            out.write(compressor.compress(chunk))
+        out.write(compressor.flush())
+    write_atomic(size_file, str(raw.stat().st_size).encode())
+
+
+class _Reader(io.RawIOBase):
+    """A file object over an iterator of byte chunks (what the Docker SDK's save yields)."""
+
+    def __init__(self, chunks: Iterator[bytes]):
+        self.chunks, self.rest = chunks, b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        while not self.rest:
+            try:
+                self.rest = next(self.chunks)
+            except StopIteration:
+                return 0
+        n = min(len(buf), len(self.rest))
+        buf[:n], self.rest = self.rest[:n], self.rest[n:]
+        return n

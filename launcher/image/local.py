@@ -1,0 +1,128 @@
+"""This machine's Docker engine: building the trainer image, its ID, and what `up` ships of it (a
+Shipment: the image split once into cached layers, and the full `docker save` archive for an
+engine that takes no delta)."""
+from __future__ import annotations
+
+import subprocess
+import threading
+from pathlib import Path
+from typing import Iterator
+
+from launcher import docker_commands as dc
+from launcher.errors import ImageError
+from launcher.files import CHUNK, REPO, atomic_writer, cache_root, gzip_compressor
+from launcher.image import layers
+from launcher.inventory.model import Cluster
+
+
+def build_command(base: str, tag: str, context: Path = REPO) -> list[list[str]]:
+    """The two commands that build the trainer image with no network inside the build."""
+    return [dc.fetch_wheels(base, context), dc.build(base, tag, context)]
+
+
+def build_local(cluster: Cluster) -> str:
+    """Build the image on this machine; returns its ID."""
+    for cmd in build_command(cluster.spec.base_image, cluster.spec.image, REPO):
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
+            raise ImageError(f"building {cluster.spec.image} here failed: {' '.join(cmd)}\n  {tail}")
+    return local_image_id(cluster.spec.image)
+
+
+def local_image_id(image: str) -> str:
+    import docker
+    try:
+        return docker.from_env().images.get(image).id
+    except docker.errors.ImageNotFound:
+        raise ImageError(f"image {image} is not present on this machine") from None
+    except docker.errors.DockerException as exc:
+        raise ImageError(f"cannot reach this machine's Docker engine: {exc}") from None
+
+
+def load_here(parts: layers.Parts) -> None:
+    """Load into this machine's engine what it lacks of the image (the code layer: KB); every
+    layer if it refuses that (an engine that takes no delta)."""
+    import docker
+    try:
+        if local_image_id(parts.image) == parts.image_id:
+            return
+    except ImageError:
+        pass
+    held = [img.attrs.get("RootFS", {}).get("Layers") or [] for img in docker.from_env().images.list(all=True)]
+    missing = layers.missing_layers(parts.diff_ids, layers.present_chains(held))
+    for attempt in (missing, list(range(len(parts.diff_ids)))):
+        # `docker load` reads gzip itself (several members, too): the archive streams in as it is.
+        proc = subprocess.Popen(["docker", "load", "-q"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        try:
+            for chunk in parts.chunks(attempt):
+                proc.stdin.write(chunk)
+        except BrokenPipeError:
+            pass
+        _, err = proc.communicate()
+        if proc.returncode == 0 and local_image_id(parts.image) == parts.image_id:
+            return
+    raise ImageError(f"loading your code image {parts.image} here failed: {err.decode(errors='replace')[-300:]}")
+
+
+def save_stream(image: str) -> Iterator[bytes]:
+    import docker
+    # named=<this tag>: with named=True the SDK writes the image's *first* tag, which for an image
+    # with several tags is not necessarily the one the hosts will look for.
+    return docker.from_env().images.get(image).save(chunk_size=CHUNK, named=image)
+
+
+class Archive:
+    """The plain `docker save` of one image, gzip-compressed once into a cache file: the fallback for
+    engines that do not take a layer delta."""
+
+    def __init__(self, image: str, image_id: str, cache_dir: Path | None = None):
+        self.image, self.image_id = image, image_id
+        # The tag is part of the name: the archive records it, and `docker load` recreates it.
+        safe_tag = "".join(c if c.isalnum() or c in "._-" else "_" for c in image)
+        self.path = (cache_dir or cache_root() / "images") / f"{image_id.replace('sha256:', '')[:24]}-{safe_tag}.tar.gz"
+
+    def ensure(self) -> Path:
+        if self.path.is_file():
+            return self.path
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        compressor = gzip_compressor()
+        with atomic_writer(self.path) as out:
+            for chunk in save_stream(self.image):
+                out.write(compressor.compress(chunk))
+            out.write(compressor.flush())
+        return self.path
+
+    def chunks(self) -> Iterator[bytes]:
+        with self.path.open("rb") as fh:
+            while chunk := fh.read(CHUNK):
+                yield chunk
+
+
+class Shipment:
+    """What `up` ships, made once for all hosts on first need: the image split into cached layers
+    (for deltas) and, only if some engine refuses a delta, the full archive."""
+
+    def __init__(self, image: str, image_id: str, cache: Path | None = None, parts: layers.Parts | None = None):
+        self.image, self.image_id, self.cache = image, image_id, cache or cache_root()
+        self._lock, self._parts = threading.Lock(), parts
+
+    @staticmethod
+    def parts_cache(root: Path | None = None) -> Path:
+        return (root or cache_root()) / "image-parts"
+
+    def parts(self) -> layers.Parts:
+        with self._lock:
+            if self._parts is None:
+                cache = self.parts_cache(self.cache)
+                self._parts = layers.load_parts(self.image, self.image_id, cache) or \
+                    layers.split_save(self.image, self.image_id, save_stream(self.image), cache)
+            return self._parts
+
+    def full(self) -> Archive:
+        """The plain `docker save` archive, made once: what an engine that takes no delta gets."""
+        with self._lock:
+            archive = Archive(self.image, self.image_id, self.cache / "images")
+            archive.ensure()
+            return archive

@@ -1,0 +1,157 @@
+"""Checks of an inventory that span fields or hosts: names and chiefs, ports, loopback, files,
+`run:`, parallel search, and the folders tfcompose writes into on the hosts."""
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+from launcher.inventory.model import Cluster, Host
+from launcher.inventory.schema import RemotePath, system_path
+from trainer.validation import Problem
+
+
+def _host_loc(cluster: Cluster, host: Host, key: str) -> tuple:
+    pos = next(i for i, e in enumerate(cluster.spec.hosts) if e.name == host.name)
+    return ("hosts", pos, key)
+
+
+def names_and_chiefs(hosts: Any) -> list[Problem]:
+    if not isinstance(hosts, list):
+        return []
+    entries = [(i, h) for i, h in enumerate(hosts) if isinstance(h, dict)]
+    problems = []
+    chiefs = [i for i, h in entries if h.get("chief") is True]
+    for i in chiefs[1:]:
+        problems.append(Problem(("hosts", i, "chief"), f"Received a second chief (hosts[{chiefs[0]}] is one)",
+                                "exactly one host with chief: true, or none (the first host is then the chief)"))
+    seen: dict[str, int] = {}
+    for i, entry in entries:
+        name = entry.get("name")
+        if isinstance(name, str) and name in seen:
+            problems.append(Problem(("hosts", i, "name"), f"Received {name!r} again (hosts[{seen[name]}])",
+                                    "each host name once"))
+        if isinstance(name, str):
+            seen.setdefault(name, i)
+    return problems
+
+
+def cross_checks(cluster: Cluster) -> list[Problem]:
+    return (_port_checks(cluster) + _loopback_checks(cluster) + _file_checks(cluster) + _run_checks(cluster)
+            + _parallel_checks(cluster) + _folder_checks(cluster) + _dataset_checks(cluster))
+
+
+def _dataset_checks(cluster: Cluster) -> list[Problem]:
+    """A dataset_source must be copyable exactly (no file is read here: that is `up`'s work)."""
+    root = cluster.dataset_source
+    if root is None:
+        return []
+    from launcher.dataset.source import source_problems
+    problems = [Problem(("dataset_source",), f"Received {p}", "a folder of class folders holding plain, readable "
+                        "files (symlinks only to files inside it)") for p in source_problems(root)[:5]]
+    if not any(h.data_dir for h in cluster.hosts):
+        problems.append(Problem(("dataset_source",), "Received a dataset_source but no host has a data_dir",
+                                "defaults.data_dir: the folder on each host that receives the copy"))
+    return problems
+
+
+def _port_checks(cluster: Cluster) -> list[Problem]:
+    """Each address:port once; 127.0.0.1, ::1 and localhost are one machine."""
+    problems, seen = [], {}
+    for host in cluster.hosts:
+        key = ("loopback" if _is_loopback(host.address) else host.address.lower(), host.tf_port)
+        if key in seen:
+            problems.append(Problem(_host_loc(cluster, host, "tf_port"), f"Received {host.tf_address} again "
+                                    f"(host {seen[key]} is the same machine and port)",
+                                    "each address:tf_port once: two containers cannot share a port"))
+        seen.setdefault(key, host.name)
+    return problems
+
+
+def _folder_checks(cluster: Cluster) -> list[Problem]:
+    """<workdir>/<cluster> must not be a system folder, and the trainer's folders must be plain
+    absolute paths: they become volume specs (`./results:<results_dir>`)."""
+    problems = []
+    for host in cluster.hosts:
+        if system_path(host.bundle_dir):
+            problems.append(Problem(_host_loc(cluster, host, "workdir"), f"Received {host.workdir!r} with cluster "
+                                    f"{cluster.name!r}, which is the system folder {host.bundle_dir}",
+                                    "a workdir whose <workdir>/<cluster> is a folder of tfcompose's own"))
+    train = cluster.spec.train
+    for key in ("results_dir", "backup_dir"):
+        value = getattr(train, key) if train else None
+        if value is not None and not _remote_path_ok(value):
+            problems.append(Problem(("train", key), f"Received {value!r}",
+                                    "an absolute path in the container of letters, digits and ._@+- "
+                                    "(no '..', spaces or ':'), not a system folder"))
+    return problems
+
+
+def _remote_path_ok(value: str) -> bool:
+    from pydantic import TypeAdapter, ValidationError
+    try:
+        TypeAdapter(RemotePath).validate_python(value)
+    except ValidationError:
+        return False
+    return not system_path(value) or value.rstrip("/") in ("/results", "/backup")
+
+
+def _parallel_checks(cluster: Cluster) -> list[Problem]:
+    from trainer.trials import expand
+    train = cluster.spec.train
+    if train is None or train.search.mode != "parallel":
+        return []
+    count = len(expand(train, only=False))
+    if count < len(cluster.hosts):
+        return [Problem(("train", "search", "mode"), f"Received 'parallel' with {count} trial(s) for {len(cluster.hosts)} hosts",
+                        "at least one trial per host (add candidates, learning_rates or batch sizes)")]
+    return []
+
+
+def _run_checks(cluster: Cluster) -> list[Problem]:
+    spec = cluster.spec
+    if spec.run is None:
+        return []
+    if spec.train is not None:
+        return [Problem(("run",), "Received both train and run", "exactly one of them: the built-in trainer "
+                        "(train) or your own program (run)")]
+    problems, folder = [], cluster.code_dir
+    if not folder.is_dir():
+        problems.append(Problem(("run", "code_dir"), f"Received {str(folder)!r}", "an existing folder with your code"))
+    elif spec.run.requirements and not (folder / spec.run.requirements).is_file():
+        problems.append(Problem(("run", "requirements"), f"Received {spec.run.requirements!r}", f"a file inside {folder}"))
+    if spec.image_mode != "ship":
+        problems.append(Problem(("image_mode",), f"Received {spec.image_mode!r} with run",
+                                "'ship': your code is baked into an image layer built on this machine"))
+    return problems
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return address.lower() == "localhost"
+
+
+def _loopback_checks(cluster: Cluster) -> list[Problem]:
+    # 'localhost' in TF_CONFIG across machines is a classic mistake (tensorflow#57372).
+    loopback = [h for h in cluster.hosts if _is_loopback(h.address)]
+    if not loopback or len(loopback) == len(cluster.hosts):
+        return []
+    return [Problem(_host_loc(cluster, h, "address"), f"Received {h.address!r}",
+                    "an address the other hosts can reach: loopback works only when every host is this machine")
+            for h in loopback]
+
+
+def _file_checks(cluster: Cluster) -> list[Problem]:
+    problems = []
+    for host in cluster.hosts:
+        if host.identity_file and not host.identity_file.is_file():
+            entry = next(e for e in cluster.spec.hosts if e.name == host.name)
+            loc = _host_loc(cluster, host, "identity_file") if entry.identity_file else ("ssh", "identity_file")
+            problems.append(Problem(loc, f"Received {str(host.identity_file)!r}", "an existing private key file"))
+        if cluster.spec.train and cluster.spec.train.dataset.kind == "image_folder" and not host.data_dir:
+            loc = _host_loc(cluster, host, "data_dir")
+            problems.append(Problem(loc, "Missing", "defaults.data_dir or this host's data_dir (mounted at /data) "
+                                    "when train.dataset.kind is image_folder"))
+    unique = {p.loc: p for p in problems}
+    return list(unique.values())

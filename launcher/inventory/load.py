@@ -1,0 +1,116 @@
+"""Loading an inventory: a YAML file of hosts, validated into one typed model (schema.py), then
+resolved per host and every local path resolved against the file's folder (model.py).
+
+Every problem is reported at once, one line each, as
+`inventory.yaml:12:5: hosts[1].tf_port: Received 70000. Expected an integer 1–65535.`
+"""
+from __future__ import annotations
+
+import getpass
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from launcher.errors import InventoryError
+from launcher.inventory import checks
+from launcher.inventory.model import Cluster, Host
+from launcher.inventory.schema import Inventory
+from launcher.inventory.ssh_config import SshConfig
+from trainer import yamlfile
+from trainer.validation import Problem, validate
+
+# ${NAME} and ${NAME:-default}; $$ is a literal $ (as in compose files).
+ENV_REF = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def load_cluster(path: str | os.PathLike, environ: dict[str, str] | None = None) -> Cluster:
+    """Read, validate and resolve an inventory; raises InventoryError with every problem."""
+    path = Path(path)
+    environ = dict(os.environ if environ is None else environ)
+    doc = yamlfile.load(path, "the inventory", InventoryError)
+    data, env_problems = _expand_env(doc.data, environ)
+    if env_problems:
+        raise InventoryError([p.line(doc.locate(p.loc)) for p in env_problems])
+    if not isinstance(data, dict):
+        raise InventoryError(f"{path}: (top level): Received {type(data).__name__ if data is not None else 'an empty file'}. "
+                             "Expected a mapping with cluster, hosts and the other inventory keys.")
+    # Names and chiefs are checked on the raw data too, so they are reported with field errors.
+    lines = [p.line(doc.locate(p.loc)) for p in checks.names_and_chiefs(data.get("hosts"))]
+    try:
+        spec = validate(Inventory, data, str(path), locate=doc.locate, error=InventoryError)
+    except InventoryError as exc:
+        raise InventoryError(_by_position(lines + exc.lines)) from None
+    cluster = _resolve(path, spec, environ)
+    lines += [p.line(doc.locate(p.loc)) for p in checks.cross_checks(cluster)]
+    if lines:
+        raise InventoryError(_by_position(lines))
+    return cluster
+
+
+def _by_position(lines: list[str]) -> list[str]:
+    def key(line: str):
+        m = re.match(r"^.*?:(\d+):(\d+): ", line)
+        return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+    return sorted(dict.fromkeys(lines), key=key)
+
+
+def _expand_env(data: Any, environ: dict[str, str], loc: tuple = ()) -> tuple[Any, list[Problem]]:
+    """Replace ${NAME} and ${NAME:-default} in every string, $$ by $; unset names are problems."""
+    if isinstance(data, dict):
+        out, problems = {}, []
+        for key, value in data.items():
+            out[key], found = _expand_env(value, environ, loc + (key,))
+            problems += found
+        return out, problems
+    if isinstance(data, list):
+        pairs = [_expand_env(v, environ, loc + (i,)) for i, v in enumerate(data)]
+        return [v for v, _ in pairs], [p for _, found in pairs for p in found]
+    if not isinstance(data, str) or "$" not in data:
+        return data, []
+    missing = [m.group(1) for m in ENV_REF.finditer(data)
+               if m.group(1) and m.group(1) not in environ and m.group(2) is None]
+    if missing:
+        return data, [Problem(loc, f"Received {data!r}", f"the environment variable {missing[0]} to be set "
+                              "(or $$ for a literal $)")]
+    return ENV_REF.sub(lambda m: "$" if m.group(0) == "$$" else environ.get(m.group(1), m.group(2) or ""), data), []
+
+
+def _local_path(value: str, base: Path) -> Path:
+    path = Path(os.path.expanduser(value))
+    return path if path.is_absolute() else (base / path).resolve()
+
+
+def _resolve(path: Path, spec: Inventory, environ: dict[str, str]) -> Cluster:
+    base, d = path.resolve().parent, spec.defaults
+    ssh_cfg = SshConfig(_local_path(spec.ssh.config_file, base))
+    ordered = sorted(enumerate(spec.hosts), key=lambda ih: not _is_chief(spec, ih[0]))
+    explicit_ssh = spec.ssh.model_fields_set
+    hosts = []
+    for index, (pos, entry) in enumerate(ordered):
+        alias = ssh_cfg.lookup(entry.address)
+        identity = entry.identity_file or (spec.ssh.identity_file if "identity_file" in explicit_ssh else None) \
+            or alias.identity_file
+        workdir = (entry.workdir or d.workdir).rstrip("/") or "/"
+        hosts.append(Host(
+            name=entry.name, address=alias.hostname or entry.address,
+            ssh_user=entry.ssh_user or spec.ssh.user or alias.user or _local_user(environ),
+            ssh_port=entry.ssh_port or (spec.ssh.port if "port" in explicit_ssh else None) or alias.port or spec.ssh.port,
+            identity_file=_local_path(identity, base) if identity else None,
+            tf_port=entry.tf_port or d.tf_port, workdir=workdir,
+            gpus=entry.gpus if entry.gpus is not None else d.gpus,
+            data_dir=entry.data_dir or d.data_dir, nic=entry.nic or d.nic, shm_size=entry.shm_size or d.shm_size,
+            chief=index == 0, index=index, bundle_dir=f"{workdir.rstrip('/')}/{spec.cluster}"))
+    return Cluster(path, spec, tuple(hosts), folder=base, known_hosts=_local_path(spec.ssh.known_hosts, base),
+                   dataset_source=_local_path(spec.dataset_source, base) if spec.dataset_source else None,
+                   code_dir=_local_path(spec.run.code_dir, base) if spec.run else None)
+
+
+def _is_chief(spec: Inventory, pos: int) -> bool:
+    marked = [i for i, h in enumerate(spec.hosts) if h.chief]
+    return pos == (marked[0] if marked else 0)
+
+
+def _local_user(environ: dict[str, str]) -> str:
+    return environ.get("USER") or getpass.getuser()
+

@@ -1,0 +1,62 @@
+"""The inventory as the stages see it: every host with every setting resolved (inventory >
+~/.ssh/config > defaults) and every local path resolved against the inventory's folder, once,
+at load (load.py). Nothing here reads a file or contacts a host."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from launcher.errors import InventoryError
+from launcher.inventory.schema import Inventory
+
+
+@dataclass(frozen=True)
+class Host:
+    """One host with every setting resolved (inventory > ~/.ssh/config > defaults)."""
+
+    name: str
+    address: str          # what SSH connects to and TF_CONFIG names
+    ssh_user: str
+    ssh_port: int
+    identity_file: Optional[Path]
+    tf_port: int
+    workdir: str
+    gpus: Any
+    data_dir: Optional[str]
+    nic: Optional[str]
+    shm_size: str
+    chief: bool
+    index: int            # task index in TF_CONFIG (chief first)
+    bundle_dir: str       # <workdir>/<cluster>: compose bundle, results, backups
+
+    @property
+    def tf_address(self) -> str:
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        return f"{host}:{self.tf_port}"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    path: Path
+    spec: Inventory
+    hosts: tuple[Host, ...]   # chief first, then inventory order
+    folder: Path = Path(".")              # the inventory's own folder (hooks run there)
+    known_hosts: Path = Path("known_hosts")
+    dataset_source: Optional[Path] = None
+    code_dir: Optional[Path] = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.cluster
+
+    @property
+    def chief(self) -> Host:
+        return self.hosts[0]
+
+    def host(self, name: str) -> Host:
+        for host in self.hosts:
+            if host.name == name:
+                return host
+        raise InventoryError(f"{self.path}: no host named {name!r}. Expected one of: "
+                             + ", ".join(h.name for h in self.hosts) + ".")

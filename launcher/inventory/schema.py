@@ -1,0 +1,237 @@
+"""The inventory's schema: every field, its default and what it expects (pydantic).
+
+inventory.example.yaml documents each field (a test checks it); inventory.py loads a file into
+these models and resolves every host.
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, List, Literal, Optional, Union
+
+from pydantic import AfterValidator, Field, StringConstraints, field_validator
+
+from trainer.config import TrainConfig
+from trainer.validation import StrictIntT, StrictModel as _Strict, field
+
+NAME_RE = r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$"
+USER_RE = r"^[a-z_][a-z0-9_-]{0,31}$"
+HOSTNAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
+IMAGE_RE = (r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]{1,5})?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"
+            r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$")
+
+Name = Annotated[str, StringConstraints(pattern=NAME_RE)]
+Port = Annotated[StrictIntT, Field(ge=1, le=65535)]
+
+
+def _no_dot_dot(path: str) -> str:
+    if ".." in path.split("/"):
+        raise ValueError("no '..' component")
+    return path
+
+
+# Folders no workdir may be, or be inside: tfcompose writes there, and `down --purge` deletes there.
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
+                "/sys", "/usr", "/var/lib", "/var/run")
+SYSTEM_FOLDERS = ("/", "/home", "/mnt", "/media", "/opt", "/root", "/srv", "/tmp", "/var")
+
+
+def system_path(path: str) -> bool:
+    """A system folder itself, or a folder inside a system tree."""
+    path = path.rstrip("/") or "/"
+    return path in SYSTEM_FOLDERS or any(path == t or path.startswith(t + "/") for t in SYSTEM_TREES)
+
+
+def _not_system(path: str) -> str:
+    if system_path(path):
+        raise ValueError("a folder of its own, not a system folder such as / or /usr")
+    return path
+
+
+RemotePath = Annotated[str, StringConstraints(pattern=r"^/(?:[A-Za-z0-9._@+-]+/?)*$", max_length=1024),
+                       AfterValidator(_no_dot_dot)]
+WorkDir = Annotated[RemotePath, AfterValidator(_not_system)]
+# A value that reaches a compose file and a container's environment: no control characters
+# (DEL and NEL break the YAML; an escape sequence would reach every terminal that shows it).
+CONTROL_CHARS = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029"
+PlainText = Annotated[str, StringConstraints(max_length=4096, pattern=f"^[^{CONTROL_CHARS}]*$")]
+LocalPath = Annotated[str, StringConstraints(min_length=1, max_length=4096, pattern=r"^[^\x00\n]*$")]
+def _each_gpu_once(ids: list[int]) -> list[int]:
+    if len(set(ids)) != len(ids):
+        raise ValueError("each GPU id once")
+    return ids
+
+
+GpuList = Annotated[List[Annotated[StrictIntT, Field(ge=0, le=1023)]], Field(min_length=1, max_length=64),
+                    AfterValidator(_each_gpu_once)]
+Gpus = Union[Literal["all"], Annotated[StrictIntT, Field(ge=0, le=1024)], GpuList]
+
+PORT = "an integer 1–65535"
+GPUS = "'all', a GPU count (0 for CPU only), or a list of GPU ids like [0, 1]"
+WORKDIR = "an absolute path of letters, digits and ._@+- (no '..', spaces or ':')"
+WORKDIR_OWN = WORKDIR[:-1] + "; not a system folder such as /, /home or /usr)"
+NIC = "a network interface name or NCCL filter such as eth0, =eth0 or ^docker,lo"
+SHM = "a size such as 2g or 512m, or 'host' (ipc: host)"
+USER = "a user name of lowercase letters, digits, _ and -"
+
+
+class SSHSettings(_Strict):
+    # Login user on every host (default: ~/.ssh/config's User, else your local user name).
+    user: Optional[str] = field(None, expected=USER, pattern=USER_RE)
+    # SSH port on every host.
+    port: Port = field(22, expected=PORT)
+    # Private key; without it, the SSH agent and ~/.ssh/config's IdentityFile are used.
+    identity_file: Optional[LocalPath] = field(None, expected="a path to a private key file")
+    # strict: the host key must already be in known_hosts. accept-new: record unknown keys once.
+    host_key_policy: Literal["strict", "accept-new"] = field("strict", expected="'strict' or 'accept-new'")
+    # Where host keys are checked (and, with accept-new, recorded).
+    known_hosts: LocalPath = field("~/.ssh/known_hosts", expected="a path to a known_hosts file")
+    # OpenSSH client config consulted for Host aliases (HostName, User, Port, IdentityFile).
+    config_file: LocalPath = field("~/.ssh/config", expected="a path to an ssh_config file")
+    # Seconds to wait for a host to answer.
+    connect_timeout_s: float = field(10.0, expected="a number of seconds 1–300", ge=1, le=300)
+    # Seconds any one remote command may take (a wedged dockerd is reported, not waited on forever).
+    command_timeout_s: float = field(120.0, expected="a number of seconds 2–3600", ge=2, le=3600)
+
+
+class Defaults(_Strict):
+    # Port of the TensorFlow gRPC server on every host (host networking).
+    tf_port: Port = field(2222, expected=PORT)
+    # Folder on each host that receives <cluster>/ with the compose bundle, results and backups.
+    workdir: WorkDir = field("/opt/tfcompose", expected=WORKDIR_OWN)
+    # GPUs for the container.
+    gpus: Gpus = field("all", expected=GPUS)
+    # Image folder on each host, mounted read-only at /data.
+    data_dir: Optional[RemotePath] = field(None, expected=WORKDIR.replace("absolute path", "absolute path of a folder"))
+    # NCCL_SOCKET_IFNAME: the NIC that carries cross-host traffic.
+    nic: Optional[str] = field(None, expected=NIC, pattern=r"^[A-Za-z0-9^=_.,:-]{1,64}$")
+    # /dev/shm for NCCL (Docker's 64 MB default has crashed it).
+    shm_size: str = field("2g", expected=SHM, pattern=r"^(?:[0-9]{1,6}[bkmg]?|host)$")
+    # Times Docker restarts a failed container (restart: on-failure:N).
+    restart_retries: StrictIntT = field(2, expected="an integer 0–10", ge=0, le=10)
+
+
+class HostEntry(_Strict):
+    # Names the host's container, folder and log: lowercase letters, digits, '-'.
+    name: Name = field(..., expected="a name of lowercase letters, digits and '-', at most 40 characters")
+    # IP address or DNS name (or a ~/.ssh/config Host alias) the other hosts reach it at.
+    address: str = field(..., expected="an IP address or host name", min_length=1, max_length=253)
+    # The chief (worker 0) writes results; default: the first host.
+    chief: bool = field(False, expected="true or false", strict=True)
+    ssh_user: Optional[str] = field(None, expected=USER, pattern=USER_RE)
+    ssh_port: Optional[Port] = field(None, expected=PORT)
+    identity_file: Optional[LocalPath] = field(None, expected="a path to a private key file")
+    tf_port: Optional[Port] = field(None, expected=PORT)
+    workdir: Optional[WorkDir] = field(None, expected=WORKDIR_OWN)
+    gpus: Optional[Gpus] = field(None, expected=GPUS)
+    data_dir: Optional[RemotePath] = field(None, expected=WORKDIR.replace("absolute path", "absolute path of a folder"))
+    nic: Optional[str] = field(None, expected=NIC, pattern=r"^[A-Za-z0-9^=_.,:-]{1,64}$")
+    shm_size: Optional[str] = field(None, expected=SHM, pattern=r"^(?:[0-9]{1,6}[bkmg]?|host)$")
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        try:
+            ipaddress.ip_address(value)
+            if "%" not in value:  # a zone id (fe80::1%eth0) means nothing to the other hosts
+                return value
+        except ValueError:
+            if HOSTNAME_RE.match(value):
+                return value
+        raise ValueError("an IP address (without a %zone) or host name")
+
+
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=100)]
+
+
+class RunSpec(_Strict):
+    # Your own MultiWorkerMirroredStrategy program, instead of the built-in model search.
+    # The command, as an argv list, run in code_dir (mounted at /workspace) in every container.
+    command: List[Annotated[PlainText, StringConstraints(min_length=1)]] = field(
+        ..., expected="a non-empty list of arguments, like [python, train.py]", min_length=1, max_length=256)
+    # Local folder with your code; baked into an image layer on top of `image`.
+    code_dir: LocalPath = field(..., expected="a folder with your code")
+    # A requirements file inside code_dir, installed when the image is built (not at every start).
+    requirements: Optional[str] = field(None, expected="a file name inside code_dir, like requirements.txt",
+                                        pattern=r"^[A-Za-z0-9._/-]+$", max_length=255)
+    # Extra environment variables for the program.
+    env: dict[EnvName, PlainText] = field({}, expected="a mapping of NAME: value (text without control characters)")
+    # Where the program writes what `collect` brings back from the chief.
+    results_dir: RemotePath = field("/results", expected=WORKDIR)
+    # The launcher stops everything when a host's TensorFlow port is not open this long after the start.
+    join_timeout_s: float = field(300.0, expected="a number of seconds 1–86400", ge=1, le=86400)
+    # The launcher stops everything when the chief has not finished this long after the start.
+    deadline_s: float = field(86400.0, expected="a number of seconds 1–2592000", ge=1, le=2_592_000)
+
+
+K8sName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")]
+K8S_NAME = "a Kubernetes name: lowercase letters, digits and '-', at most 63 characters"
+
+
+class KubernetesTarget(_Strict):
+    # `tfcompose render --target jobset`: the namespace of the JobSet and its ConfigMap.
+    namespace: Optional[K8sName] = field(None, expected=K8S_NAME)
+    # PersistentVolumeClaim (ReadWriteMany) mounted at the results folder; results come back from it.
+    results_claim: Optional[K8sName] = field(None, expected=K8S_NAME)
+    # PersistentVolumeClaim holding the dataset, mounted read-only at /data (image_folder datasets).
+    data_claim: Optional[K8sName] = field(None, expected=K8S_NAME)
+    # nvidia.com/gpu per pod; default: the hosts' GPU count when they all name the same number.
+    gpus_per_pod: Optional[StrictIntT] = field(None, expected="an integer 0–64", ge=0, le=64)
+    image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = field(
+        "IfNotPresent", expected="'IfNotPresent', 'Always' or 'Never'")
+
+
+class SlurmTarget(_Strict):
+    # `tfcompose render --target slurm`: how srun runs the image on each node.
+    runtime: Literal["apptainer", "enroot"] = field("apptainer", expected="'apptainer' (or singularity) or 'enroot' (pyxis)")
+    # A folder on the shared filesystem, mounted at the results folder on every node.
+    results_dir: Optional[RemotePath] = field(None, expected=WORKDIR)
+    # The dataset on the shared filesystem, mounted read-only at /data.
+    data_dir: Optional[RemotePath] = field(None, expected=WORKDIR)
+    partition: Optional[str] = field(None, expected="a Slurm partition name", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    time_limit: str = field("24:00:00", expected="a Slurm time such as 24:00:00 or 2-00:00:00",
+                            pattern=r"^(?:\d{1,3}-)?\d{1,3}:\d{2}:\d{2}$")
+    # GPUs per node; default: the hosts' GPU count when they all name the same number.
+    gpus_per_node: Optional[StrictIntT] = field(None, expected="an integer 0–64", ge=0, le=64)
+
+
+class Inventory(_Strict):
+    # Names compose projects, containers and folders: lowercase letters, digits, '-', ≤ 40.
+    cluster: Name = field(..., expected="a name of lowercase letters, digits and '-', at most 40 characters")
+    # The trainer image every host runs.
+    image: str = field("tfcompose-trainer:latest", expected="a Docker image reference like tfcompose-trainer:latest",
+                       pattern=IMAGE_RE, max_length=255)
+    # What `ship` and `build` build the image on.
+    base_image: str = field("tensorflow/tensorflow:latest-gpu", expected="a Docker image reference",
+                            pattern=IMAGE_RE, max_length=255)
+    # ship: build here, copy to hosts lacking it; pull: docker pull on each host; build: build on each host.
+    image_mode: Literal["ship", "pull", "build"] = field("ship", expected="'ship', 'pull' or 'build'")
+    # ship to many hosts: auto sends the layers once and lets the hosts pass them on among themselves
+    # when 3 or more hosts lack some (on: 2 or more; off: the launcher sends to each host itself).
+    image_relay: Literal["auto", "on", "off"] = field("auto", expected="'auto', 'on' or 'off'")
+    # equal: preflight refuses hosts that would train with different GPU counts (MWMS needs the same
+    # number of replicas on every host); min: give every host the smallest count instead.
+    gpus_per_host: Literal["equal", "min"] = field("equal", expected="'equal' or 'min'")
+    ssh: SSHSettings = field(SSHSettings(), expected="a mapping")
+    defaults: Defaults = field(Defaults(), expected="a mapping")
+    # The trainer's configuration (see README: the trainer).
+    train: Optional[TrainConfig] = field(None, expected="a mapping of trainer settings")
+    # Or your own MWMS program instead of the trainer (exactly one of train and run).
+    run: Optional[RunSpec] = field(None, expected="a mapping with command and code_dir")
+    hosts: List[HostEntry] = field(..., expected="a list of 1–256 hosts", min_length=1, max_length=256)
+    # A dataset folder on this machine (<class>/<image> inside): `up` makes every host's data_dir an
+    # exact copy of it, sending only what changed. Without it, data_dir is copied by hand (and
+    # `up` still checks that every host holds the same files).
+    dataset_source: Optional[LocalPath] = field(None, expected="a folder on this machine with class folders of images")
+    # Commands run on this machine by `up --wait` after the run is collected, with TFC_RUN_DIR,
+    # TFC_OUTCOME, TFC_MESSAGE, TFC_CLUSTER and TFC_RUN_ID in their environment (sh -c).
+    on_finish: Optional[PlainText] = field(None, expected="a shell command (text without control characters)")
+    on_failure: Optional[PlainText] = field(None, expected="a shell command (text without control characters)")
+    # When you outgrow SSH: the same cluster as a Kubernetes JobSet or a Slurm batch script.
+    kubernetes: Optional[KubernetesTarget] = field(None, expected="a mapping")
+    slurm: Optional[SlurmTarget] = field(None, expected="a mapping")
+
+    @property
+    def train_or_defaults(self) -> TrainConfig:
+        """The built-in trainer's settings (defaults when the inventory has neither train nor run)."""
+        return self.train or TrainConfig()

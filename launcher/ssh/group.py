@@ -1,0 +1,52 @@
+"""The cluster's hosts for the length of a command: one lazily opened Connection per host, and
+`run`/`staged` to call a step on every host at once (through fanout.py)."""
+from __future__ import annotations
+
+import threading
+from contextlib import ExitStack
+from typing import Callable, Iterable, Optional, TypeVar
+
+from launcher.inventory.model import Cluster, Host
+from launcher.reporter import NullReporter, Reporter
+from launcher.ssh.connection import Connection
+from launcher.ssh.fanout import GroupResult, fan_out
+
+T = TypeVar("T")
+
+
+class Group:
+    """The cluster's hosts, one SSH connection each (opened on first use), and a Reporter."""
+
+    def __init__(self, cluster: Cluster, reporter: Reporter | None = None, parallel: Optional[int] = None):
+        self.cluster, self.reporter, self.parallel = cluster, reporter or NullReporter(), parallel
+        self.cancel = threading.Event()      # set while an interrupted run calls its hosts' work off
+        self._stack = ExitStack()
+        self._conns = {h.name: self._stack.enter_context(connect(cluster, h, self.cancel)) for h in cluster.hosts}
+
+    def __enter__(self) -> "Group":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+    def conn(self, host: Host):
+        return self._conns[host.name]
+
+    def run(self, step: str, fn: Callable[[Host, object], T], hosts: Optional[Iterable[Host]] = None) -> GroupResult[T]:
+        """`fn(host, connection)` on every host (or `hosts`), all at once."""
+        return fan_out(self.cluster.hosts if hosts is None else hosts, step, lambda h: fn(h, self.conn(h)), self.parallel,
+                       self.cancel)
+
+    def staged(self, step: str, fn: Callable[[Host, object], T], hosts: Optional[Iterable[Host]] = None) -> GroupResult[T]:
+        """Like run, reporting `step` for each host as it begins; raises GroupError if any failed."""
+        def one(host: Host, conn) -> T:
+            self.reporter.stage(host.name, step)
+            return fn(host, conn)
+        return self.run(step, one, hosts).raise_if_failed()
+
+
+def connect(cluster: Cluster, host: Host, cancel: Optional[threading.Event] = None) -> Connection:
+    """A Connection to one host with the inventory's SSH settings (opened on first use)."""
+    ssh = cluster.spec.ssh
+    return Connection(host, cluster.known_hosts, ssh.host_key_policy, ssh.connect_timeout_s,
+                      command_timeout=ssh.command_timeout_s, cancel=cancel)

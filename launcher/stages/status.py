@@ -1,0 +1,119 @@
+"""Status: each host's container of the cluster, as Docker reports it.
+
+What a host says (container JSON, labels, log lines) is data to check: a label or field that is
+not what tfcompose writes makes that host's state `unknown` with the reason, never a traceback.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from launcher import docker_commands as dc
+from launcher.errors import BadAnswer, RemoteError
+from launcher.inventory.model import Cluster, Host
+from launcher.ssh.group import Group
+from launcher.text import printable
+
+RUN_ID_RE = re.compile(r"^(?:[0-9a-f]{12}|local)$")
+PROGRESS_MARKERS = (" epoch ", " done: ", "best: ", "cluster ready", "tfcompose trainer:", "joining a cluster",
+                    "importing TensorFlow", "first training step done")
+
+
+@dataclass
+class HostStatus:
+    host: str
+    state: str                 # running, exited, restarting, absent, unreachable, unknown, ...
+    exit_code: Optional[int] = None
+    restarts: int = 0
+    uptime_s: Optional[float] = None
+    run: str = ""
+    last_line: str = ""
+    container: str = ""
+    error: str = ""
+    finished_at: str = ""      # Docker's FinishedAt (ISO 8601), to find who failed first
+    tail_line: str = ""        # the last line of output, whatever it says (for `run:` programs)
+
+
+def containers(conn, cluster: str, host: str) -> list[dict]:
+    """`docker inspect` of this host's containers of the cluster (any run, any state), checked."""
+    out = conn.run(dc.inspect_cluster_containers(cluster, host)).stdout
+    try:
+        found = json.loads(out or "[]")
+    except ValueError:
+        raise BadAnswer(host, reason="`docker inspect` did not answer with JSON") from None
+    if not isinstance(found, list) or not all(_looks_like_container(c) for c in found):
+        raise BadAnswer(host, reason="`docker inspect` answered JSON that is not a list of containers")
+    return found
+
+
+def _looks_like_container(c) -> bool:
+    return (isinstance(c, dict) and isinstance(c.get("Id"), str) and re.fullmatch(r"[0-9a-f]{12,64}", c["Id"]) is not None
+            and isinstance(c.get("State"), dict) and isinstance(c.get("Config"), dict)
+            and isinstance(c["Config"].get("Labels") or {}, dict) and isinstance(c.get("Created"), str))
+
+
+def newest(found: list[dict]) -> dict:
+    return max(found, key=lambda c: c["Created"])
+
+
+def newest_container(conn, cluster: str, host: str) -> dict:
+    """This host's newest container of the cluster; RemoteError when there is none."""
+    found = containers(conn, cluster, host)
+    if not found:
+        raise RemoteError(host, reason=f"no container of cluster {cluster} on this host (run `tfcompose up` first)")
+    return newest(found)
+
+
+def run_label(container: dict) -> str:
+    """The container's run id: 12 hex digits as tfcompose writes it; anything else is refused."""
+    value = (container["Config"].get("Labels") or {}).get(dc.LABEL_RUN, "")
+    return value if isinstance(value, str) and RUN_ID_RE.match(value) else ""
+
+
+def host_status(host: Host, conn, cluster: str, with_line: bool = True) -> HostStatus:
+    found = containers(conn, cluster, host.name)
+    if not found:
+        return HostStatus(host.name, "absent")
+    top = newest(found)
+    st = top["State"]
+    exit_code = st.get("ExitCode") if isinstance(st.get("ExitCode"), int) else None
+    restarts = top.get("RestartCount") if isinstance(top.get("RestartCount"), int) else 0
+    status = HostStatus(host.name, printable(str(st.get("Status", "unknown")))[:20], exit_code, restarts, _uptime(st),
+                        run_label(top), container=top["Id"][:12], finished_at=str(st.get("FinishedAt", "")))
+    if with_line:
+        tail = conn.run(dc.container_logs(status.container, tail=60), check=False).stdout
+        lines = [printable(line).strip() for line in tail.splitlines() if line.strip()]
+        status.last_line = next((line for line in reversed(lines) if any(m in line for m in PROGRESS_MARKERS)), "")
+        status.tail_line = lines[-1][:200] if lines else ""
+    return status
+
+
+def _uptime(state: dict) -> Optional[float]:
+    if state.get("Status") != "running":
+        return None
+    try:
+        started = dt.datetime.fromisoformat(str(state["StartedAt"])[:26].rstrip("Z") + "+00:00")
+    except (KeyError, ValueError):
+        return None
+    return (dt.datetime.now(dt.timezone.utc) - started).total_seconds()
+
+
+def unreachable(host: str, exc: BaseException) -> HostStatus:
+    """A host whose status could not be read: `unknown` when it answered nonsense, else `unreachable`."""
+    why = printable(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    return HostStatus(host, "unknown" if isinstance(exc, BadAnswer) else "unreachable", error=why)
+
+
+def statuses(group: Group, with_line: bool = True) -> list[HostStatus]:
+    """Every host's status in inventory order; a host that does not answer is `unreachable`."""
+    name = group.cluster.name
+    result = group.run("status", lambda h, c: host_status(h, c, name, with_line))
+    return [result.succeeded[h] if h in result.succeeded else unreachable(h, result.failed[h]) for h in result.hosts]
+
+
+def status(cluster: Cluster, reporter=None, parallel: Optional[int] = None) -> list[HostStatus]:
+    with Group(cluster, reporter, parallel) as group:
+        return statuses(group)

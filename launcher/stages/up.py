@@ -1,0 +1,81 @@
+"""`up`: the stages in order, on every host; all or nothing.
+
+    dataset source → preflight (+ cluster rules) → image built here → plan completed → render →
+    push → image on the hosts → dataset (sync, verify) → links → start [→ wait → collect → hooks]
+
+The run id covers the inventory, your code, the image built here and the dataset_source: change
+any of them and `up` starts new containers; change nothing and it restarts nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from launcher import plan as plan_mod
+from launcher.dataset import source as dataset_source, sync as dataset
+from launcher.dataset.digest import digest
+from launcher.errors import ClusterFailed, TfcError
+from launcher.image import stage as image
+from launcher.image.on_host import ImageOutcome
+from launcher.inventory.model import Cluster
+from launcher.ssh.group import Group
+from launcher.stages import hooks, links, preflight, push, render, start, wait
+from launcher.stages.collect import collect_into
+
+
+@dataclass
+class UpSummary:
+    run_id: str
+    bytes_pushed: dict[str, int]
+    images: dict[str, ImageOutcome]
+    started: dict[str, str]
+    links: Optional[links.Matrix] = None
+    nics: Optional[dict] = None
+    datasets: dict[str, dataset.DatasetOutcome] = field(default_factory=dict)
+    outcome: Optional[wait.RunOutcome] = None
+
+
+def up(cluster: Cluster, reporter=None, parallel: Optional[int] = None,
+       wait_for_end: bool = False, poll_s: float = 2.0, runs_dir: Path = Path("runs")) -> UpSummary:
+    # A bad dataset_source stops here, before any host is touched.
+    source = dataset_source.source_manifest(cluster.dataset_source, cluster.path)
+    with Group(cluster, reporter, parallel) as group:
+        base = plan_mod.make(cluster)
+        facts, found = preflight.check_cluster(group, base)
+        shipment = image.prepare(group, base)
+        plan = plan_mod.complete(base, found.nics, found.gpu_overrides, shipment.image_id if shipment else "",
+                                 digest(source) if source else "")
+        pushed = push.push(group, render.render_cluster(plan))
+        images = image.provide(group, plan, shipment)
+        datasets = dataset.provide(group, plan, source) if dataset.needed(cluster) else {}
+        matrix = links.check(group, plan) if links.needed(plan, facts) else None
+        started = start.start(group, plan)
+        for host in cluster.hosts:
+            group.reporter.stage(host.name, "running")
+        report = UpSummary(plan.run_id, pushed, images, started, matrix, plan.nics, datasets)
+        if wait_for_end:
+            report.outcome = wait.wait_for_end(group, plan, poll_s)
+            finish(group, plan, report.outcome, Path(runs_dir))
+    return report
+
+
+def finish(group: Group, plan, outcome: wait.RunOutcome, runs_dir: Path) -> None:
+    """After the run: collect, run the hook, and fail if the run did."""
+    collect_after(group, plan, outcome, runs_dir)
+    problem = hooks.after_run(plan, outcome.failed, outcome.message, runs_dir / plan.cluster.name / plan.run_id)
+    if problem:
+        group.reporter.warn(None, problem)
+    if outcome.failed:
+        raise ClusterFailed(outcome.message)
+
+
+def collect_after(group: Group, plan, outcome: wait.RunOutcome, runs_dir: Path) -> None:
+    """Collect what there is; after a failed run, a host that cannot give its part is a warning,
+    so that the reason the run failed stays the error the user sees."""
+    try:
+        collect_into(group, plan, plan.run_id, runs_dir)
+    except TfcError as exc:
+        if not outcome.failed:
+            raise
+        group.reporter.warn(None, f"collecting after the failure: {str(exc).splitlines()[0]}")

@@ -1,0 +1,13 @@
+"""`tfcompose watch`: attach to a running cluster and show its progress until the run ends, the
+same view as `up --wait` (wait.py's loop, acting on nothing): nothing is stopped or collected."""
+from __future__ import annotations
+
+from launcher.inventory.model import Cluster
+from launcher.plan import make
+from launcher.ssh.group import Group
+from launcher.stages.wait import RunOutcome, wait_for_end
+
+
+def watch(cluster: Cluster, reporter=None, poll_s: float = 2.0) -> RunOutcome:
+    with Group(cluster, reporter) as group:
+        return wait_for_end(group, make(cluster), poll_s, act=False)

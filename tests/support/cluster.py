@@ -1,0 +1,40 @@
+"""What the cluster integration tests share: the default small search, the CLI called in-process,
+the containers a cluster left, and waiting for a line in a host's log (the `cluster_env` fixture
+that makes sshd hosts and an inventory lives in conftest.py)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from launcher.cli import main
+
+TRAIN = {"dataset": {"kind": "synthetic", "image_size": [32, 32], "per_class": 32},
+         "candidates": ["small_cnn", "deep_cnn"], "epochs": 2, "batch_per_replica": 16, "join_timeout_s": 90}
+
+
+def labelled(cluster: str, engine: str | None = None) -> list[str]:
+    """Containers and networks labelled with the cluster on this machine's engine (or another)."""
+    env = {**os.environ, **({"DOCKER_HOST": engine} if engine else {})}
+    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=tfcompose.cluster={cluster}"],
+                         capture_output=True, text=True, env=env).stdout.split()
+    nets = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"label=com.docker.compose.project={cluster}"],
+                          capture_output=True, text=True, env=env).stdout.split()
+    return out + nets
+
+
+def wait_for_log(capsys, inv: Path, host: str, text: str, seconds: float = 60) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        code, out, _ = cli(capsys, "logs", "-i", str(inv), "--no-follow", "--host", host)
+        if text in out:
+            return True
+        time.sleep(1)
+    return False
+
+
+def cli(capsys, *args) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err

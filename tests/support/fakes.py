@@ -1,0 +1,58 @@
+"""The one fake transport of the unit tests (after fabric's testing/base.py and httpx's
+_transports/mock.py): a connection that records every command and upload, and answers from a
+function the test gives (command → Result)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Callable, Optional
+
+from launcher.errors import RemoteError
+from launcher.ssh.connection import Result
+
+OK = Result(0, "", "")
+
+
+def prefix_answers(answers: dict[tuple, Result], default: Result = OK) -> Callable[[list], Result]:
+    """Answer a command by the longest prefix of its argv found in `answers`."""
+    def answer(command) -> Result:
+        argv = tuple(command)
+        for size in range(len(argv), 0, -1):
+            if argv[:size] in answers:
+                return answers[argv[:size]]
+        return default
+    return answer
+
+
+class FakeConnection:
+    """Records commands (`commands`), streamed input (`streams`) and uploads (`uploads`); `run`
+    raises RemoteError like the real one when a checked command fails."""
+
+    def __init__(self, answer: Callable[[list], Result] = lambda command: OK,
+                 on_stream: Optional[Callable[[list, bytes], None]] = None, host: str = "h1"):
+        self.answer, self.on_stream, self.host = answer, on_stream, SimpleNamespace(name=host)
+        self.commands: list = []
+        self.streams: list[tuple[list, bytes]] = []
+        self.uploads: dict[str, str] = {}
+        self.bytes_sent = 0
+
+    def run(self, command, check: bool = True, **kw) -> Result:
+        self.commands.append(command)
+        result = self.answer(command)
+        if check and not result.ok:
+            raise RemoteError(self.host.name, str(command), result.status, result.stderr)
+        return result
+
+    def stream(self, command, on_output, stdin_chunks=(), check: bool = True, **kw) -> Result:
+        self.commands.append(command)
+        data = b""
+        for chunk in stdin_chunks or ():
+            data += chunk
+            self.bytes_sent += len(chunk)
+        self.streams.append((command, data))
+        if self.on_stream:
+            self.on_stream(command, data)
+        return OK
+
+    def put_text(self, text: str, remote: str, mode: int = 0o600) -> int:
+        self.uploads[remote] = text
+        return len(text.encode())

@@ -1,0 +1,281 @@
+"""The hostile-input corpus: inventories, ssh configs, trainer configs and command lines that are
+wrong, careless or made to hurt. Each case is run as the user would run it (a new process) and
+three things hold for every one: no traceback, it ends within its bound, and nothing is written
+outside the output folder it was given. Cases that need a misbehaving host live in
+tests/integration/test_hostile.py.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from support.common import DATA, REPO
+
+TFCOMPOSE = [sys.executable, "-c", "from launcher.cli import run; run()"]
+TRAINER = [sys.executable, "-m", "trainer"]
+
+
+@dataclass
+class Case:
+    name: str
+    argv: list[str]                                   # {work} and {out} are replaced
+    files: dict[str, str | bytes] = field(default_factory=dict)   # written into {work} first
+    exit: tuple[int, ...] = (2,)
+    says: str = ""                                    # a piece of what it prints
+    bound: float = 30.0
+    program: list[str] = field(default_factory=lambda: TFCOMPOSE)
+    env: dict[str, str] = field(default_factory=dict)
+    outside: tuple[Path, ...] = ()                    # more folders that must stay as they were
+
+
+@dataclass
+class Outcome:
+    code: int
+    out: str
+    err: str
+    seconds: float
+
+
+def snapshot(*roots: Path) -> dict[str, tuple]:
+    """Every entry under the roots: its kind, size, mode and modification time."""
+    seen = {}
+    for root in roots:
+        for path in [root, *root.rglob("*")] if root.exists() else []:
+            st = path.lstat()
+            seen[str(path)] = (st.st_mode, st.st_size, st.st_mtime_ns)
+    return seen
+
+
+def run_case(case: Case, sandbox: Path) -> Outcome:
+    """Run one case in sandbox/{home,work,out}; check the three global promises."""
+    home, work, out = sandbox / "home", sandbox / "work", sandbox / "out"
+    # Libraries' own caches (matplotlib's font list) go beside the output, not into HOME.
+    case.env.setdefault("MPLCONFIGDIR", str(out / ".mpl"))
+    for folder in (home / ".ssh", work, out):
+        folder.mkdir(parents=True, exist_ok=True)
+    (home / ".ssh" / "authorized_keys").write_text("ssh-ed25519 AAAA the-operator's-own-key\n")
+    for name, content in case.files.items():
+        path = out / name[4:] if name.startswith("out/") else work / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+    argv = [a.replace("{work}", str(work)).replace("{out}", str(out)) for a in case.argv]
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2",
+           **case.env}
+    before = snapshot(home, work, *case.outside)
+    started = time.monotonic()
+    proc = subprocess.run([*case.program, *argv], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=case.bound + 30, stdin=subprocess.DEVNULL)
+    outcome = Outcome(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
+    text = outcome.out + outcome.err
+    assert "Traceback" not in text, text[-3000:]
+    assert outcome.seconds <= case.bound, f"took {outcome.seconds:.1f} s > {case.bound} s"
+    assert snapshot(home, work, *case.outside) == before, "wrote outside its output folder"
+    assert outcome.code in case.exit, f"exit {outcome.code}, expected {case.exit}: {text[-2000:]}"
+    assert case.says in text, f"{case.says!r} not in {text[-2000:]!r}"
+    return outcome
+
+
+# --- inventories ----------------------------------------------------------------------------------
+
+BASE = {"cluster": "c", "ssh": {"user": "u", "config_file": "./ssh_config", "known_hosts": "./known_hosts"},
+        "hosts": [{"name": "a", "address": "10.0.0.1"}, {"name": "b", "address": "10.0.0.2"}]}
+
+
+def inventory(**changes) -> str:
+    doc = {**BASE, **changes}
+    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+
+
+def with_host(i: int, **changes) -> list[dict]:
+    hosts = [dict(h) for h in BASE["hosts"]]
+    hosts[i].update(changes)
+    return hosts
+
+
+def validate(name: str, text: str | bytes, says: str = "", exit=(2,), **files) -> Case:
+    return Case(name, ["validate", "-i", "{work}/inventory.yaml"], {"inventory.yaml": text, **files}, exit, says)
+
+
+RUN = {"command": ["python", "train.py"], "code_dir": "./code"}
+CODE = {"code/train.py": "print('hi')\n"}
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
+    f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n" for i in range(9))
+
+SYSTEM_WORKDIRS = ["/", "/usr", "/usr/lib", "/etc/tfc", "/home", "/var", "/var/lib/tfc", "/proc/1", "/boot",
+                   "/root", "/dev/shm", "/sys/x", "/bin", "/tmp", "/run/tfc", "/opt", "/srv", "/lib64"]
+
+
+def inventory_cases() -> list[Case]:
+    cases = [validate(f"workdir-{w.strip('/').replace('/', '-') or 'slash'}", inventory(defaults={"workdir": w}),
+                      "not a system folder") for w in SYSTEM_WORKDIRS]
+    cases += [
+        validate("host-workdir-etc", inventory(hosts=with_host(1, workdir="/etc")), "hosts[1].workdir"),
+        validate("ipv6-zone-id", inventory(hosts=with_host(0, address="fe80::1%eth0")), "hosts[0].address"),
+        validate("env-del", inventory(run={**RUN, "env": {"T": "a\x7fb"}}), "run.env", **CODE),
+        validate("env-nel", 'cluster: c\nrun: {command: [python], code_dir: ./code, env: {T: "a\\x85b"}}\n'
+                 "hosts: [{name: a, address: 10.0.0.1}]\n", "run.env", **CODE),
+        validate("env-del-escaped", 'cluster: c\nrun: {command: [python], code_dir: ./code, env: {T: "a\\x7fb"}}\n'
+                 "hosts: [{name: a, address: 10.0.0.1}]\n", "run.env", **CODE),
+        validate("env-escape", inventory(run={**RUN, "env": {"T": "\x1b]0;pwned\x07"}}), "run.env", **CODE),
+        validate("env-line-separator", inventory(run={**RUN, "env": {"T": "a\u2028b"}}), "run.env", **CODE),
+        validate("env-nul", 'cluster: c\nrun: {command: [python], code_dir: ./code, env: {T: "a\\0b"}}\n'
+                 "hosts: [{name: a, address: 10.0.0.1}]\n", "run.env", **CODE),
+        validate("command-escape", inventory(run={**RUN, "command": ["python", "\x1b[2J"]}), "run.command", **CODE),
+        validate("loopback-twice-same-port", inventory(hosts=[{"name": "a", "address": "127.0.0.1"},
+                                                              {"name": "b", "address": "localhost"}]), "same machine"),
+        validate("loopback-v6-and-v4", inventory(hosts=[{"name": "a", "address": "::1"},
+                                                        {"name": "b", "address": "127.0.0.1"}]), "same machine"),
+        validate("results-dir-volume-spec", inventory(train={"results_dir": "./backup:/b:/etc"}), "train.results_dir"),
+        validate("results-dir-dollar", inventory(train={"results_dir": "/results/$HOME"}), "train.results_dir"),
+        validate("backup-dir-relative", inventory(train={"backup_dir": "backup"}), "train.backup_dir"),
+        validate("backup-dir-etc", inventory(train={"backup_dir": "/etc"}), "train.backup_dir"),
+        validate("unknown-candidate", inventory(train={"candidates": ["resnet"]}), "Received ['resnet']"),
+        validate("gpus-repeated", inventory(defaults={"gpus": [0, 0, 0]}), "defaults.gpus"),
+        validate("alias-bomb", BOMB, "aliases"),
+        validate("alias-bomb-in-hosts", "cluster: c\nx: &x [1, 2, 3]\n" + BOMB.replace("a: &a", "y: &a")
+                 + "hosts: [*j]\n", "aliases"),
+        validate("deep-flow-nesting", "cluster: " + "[" * 3000 + "]" * 3000 + "\n", "nested"),
+        validate("deep-block-nesting", "".join("  " * i + f"k{i}:\n" for i in range(200)) + "  " * 200 + "v: 1\n",
+                 "nested"),
+        Case("dev-zero", ["validate", "-i", "/dev/zero"], says="more than"),
+        validate("two-megabytes", "cluster: c\n#" + "x" * (2 << 20) + "\n", "more than"),
+        validate("not-utf8", b"cluster: \xff\xfe\n", "not a text file"),
+        validate("bom-prefixed", "\ufeff" + inventory(), "valid", exit=(0,)),
+        validate("tab-indented", "cluster: c\nhosts:\n\t- {name: a, address: 10.0.0.1}\n", "not valid YAML"),
+        validate("cluster-traversal", inventory(cluster="../x"), "cluster"),
+        validate("cluster-emoji", inventory(cluster="c\U0001f600"), "cluster"),
+        validate("host-name-shell", inventory(hosts=with_host(0, name="a;id")), "hosts[0].name"),
+        validate("address-shell", inventory(hosts=with_host(0, address="x$(id)")), "hosts[0].address"),
+        validate("nic-shell", inventory(defaults={"nic": "eth0; rm -rf /"}), "defaults.nic"),
+        validate("shm-terabyte-unit", inventory(defaults={"shm_size": "1t"}), "defaults.shm_size"),
+        validate("image-uppercase", inventory(image="UPPER/Case"), "image"),
+        validate("data-dir-relative", inventory(defaults={"data_dir": "data"}), "defaults.data_dir"),
+        validate("retries-eleven", inventory(defaults={"restart_retries": 11}), "defaults.restart_retries"),
+        validate("connect-timeout-zero", inventory(ssh={**BASE["ssh"], "connect_timeout_s": 0}), "connect_timeout_s"),
+        validate("command-timeout-one", inventory(ssh={**BASE["ssh"], "command_timeout_s": 1}), "command_timeout_s"),
+        validate("too-many-hosts", inventory(hosts=[{"name": f"h{i}", "address": f"10.1.{i // 200}.{i % 200 + 1}"}
+                                                    for i in range(300)]), "hosts"),
+        validate("hosts-empty", inventory(hosts=[]), "hosts"),
+        validate("host-a-string", inventory(hosts=["10.0.0.1"]), "hosts[0]"),
+        validate("nested-duplicate-key", "cluster: c\nssh: {user: u, user: v}\nhosts: [{name: a, address: 10.0.0.1}]\n",
+                 "Expected each key once"),
+        validate("unset-variable", "cluster: ${TFC_HOSTILE_UNSET}\nhosts: [{name: a, address: 10.0.0.1}]\n",
+                 "TFC_HOSTILE_UNSET"),
+        validate("identity-file-is-a-folder", inventory(ssh={**BASE["ssh"], "identity_file": "./keys"}),
+                 "identity_file", **{"keys/.keep": ""}),
+        validate("code-dir-missing", inventory(run={**RUN, "code_dir": "./nowhere"}), "run.code_dir"),
+        validate("train-and-run", inventory(run=RUN, train={}), "exactly one", **CODE),
+        validate("ssh-config-binary", inventory(), "ssh config", ssh_config=b"\x00\xff\xfe binary"),
+        validate("ssh-config-hostname-injection", inventory(hosts=with_host(0, address="box")), "HostName",
+                 ssh_config="Host box\n  HostName x$(id)\n"),
+        validate("ssh-config-user-injection", inventory(ssh={k: v for k, v in BASE["ssh"].items() if k != "user"},
+                                                        hosts=with_host(0, address="box")), "User",
+                 ssh_config="Host box\n  HostName 10.0.0.9\n  User root;id\n"),
+        validate("ssh-config-port", inventory(hosts=with_host(0, address="box")), "Port",
+                 ssh_config="Host box\n  Port 99999\n"),
+        # `Match exec` runs its command when the config is read: validate must not (the marker
+        # file would appear in the work folder, and the snapshot would catch it).
+        validate("ssh-config-match-exec", inventory(hosts=with_host(0, address="box")), "valid", exit=(0,),
+                 ssh_config="Match exec \"touch ./pwned-by-match-exec\"\n  User x\nHost box\n  HostName 10.0.0.9\n"),
+        validate("ssh-config-include", inventory(), "valid", exit=(0,), ssh_config="Include /etc/passwd\n"),
+        validate("dollar-escape", inventory(run={**RUN, "env": {"T": "a$$b"}}), "valid", exit=(0,), **CODE),
+        validate("dataset-source-missing", inventory(dataset_source="./nowhere", defaults={"data_dir": "/data"}),
+                 "dataset_source: Received"),
+        validate("dataset-source-flat", inventory(dataset_source="./flat", defaults={"data_dir": "/data"}),
+                 "no class folders", **{"flat/a.png": "x"}),
+        validate("dataset-source-own-temp-name", inventory(dataset_source="./d", defaults={"data_dir": "/data"}),
+                 "temporary names", **{"d/train/CN/a.png.tfcompose-part": "x"}),
+        validate("dataset-source-escape-name", inventory(dataset_source="./d", defaults={"data_dir": "/data"}),
+                 "control characters", **{"d/train/CN/\x1b]0;pwned\x07.png": "x"}),
+        validate("dataset-source-no-data-dir", inventory(dataset_source="./d"), "no host has a data_dir",
+                 **{"d/train/CN/a.png": "x"}),
+        validate("dataset-source-ok", inventory(dataset_source="./d", defaults={"data_dir": "/data"}), "valid",
+                 exit=(0,), **{"d/train/CN/a.png": "x"}),
+    ]
+    return cases
+
+
+def existing_inventory_cases() -> list[Case]:
+    return [Case(f"corpus-{p.stem}", ["validate", "-i", str(p)], outside=(p.parent,))
+            for p in sorted((DATA / "bad_inventories").glob("*.yaml"))]
+
+
+# --- command lines --------------------------------------------------------------------------------
+
+def cli_cases() -> list[Case]:
+    good = {"inventory.yaml": inventory()}
+    results = {"out/run/results.json": '{"schema": 1, "candidates": [{"candidate": "x", "val_accuracy": 0.5, '
+                                   '"val_loss": 1, "train_seconds": 1, "images_per_second": 1, "params": 1, '
+                                   '"epochs": 1, "history": "../../home/.ssh/authorized_keys"}]}'}
+    return [
+        Case("render-onto-a-file", ["render", "-i", "{work}/inventory.yaml", "-o", "{work}/inventory.yaml"], good,
+             says="cannot write"),
+        Case("render-into-proc", ["render", "-i", "{work}/inventory.yaml", "-o", "/proc/tfcompose-out"], good,
+             says="cannot write"),
+        Case("render-ok", ["render", "-i", "{work}/inventory.yaml", "-o", "{out}"], good, exit=(0,), says="compose.yaml"),
+        Case("validate-a-folder", ["validate", "-i", "{work}"], says="directory"),
+        Case("validate-missing", ["validate", "-i", "{work}/nope.yaml"], says="cannot read"),
+        Case("unknown-command", ["bogus"], says="No such command"),
+        Case("logs-unknown-host", ["logs", "-i", "{work}/inventory.yaml", "--host", "zz"], good, says="no host named"),
+        Case("report-missing-folder", ["report", "{out}/nope"], says="cannot read results"),
+        Case("report-not-json", ["report", "{out}/run"], {"out/run/results.json": "{not json"}, says="cannot read results"),
+        Case("report-history-escapes", ["report", "{out}/run"], results, says="history"),
+        Case("report-schema-2", ["report", "{out}/run"], {"out/run/results.json": '{"schema": 2}'}, says="no candidates"),
+        Case("logs-since-shell", ["logs", "-i", "{work}/inventory.yaml", "--all", "--since", "$(id)"], good,
+             says="--since"),
+        Case("compare-unknown-run", ["compare", "nope", "--runs", "{out}"], says="matching run"),
+        Case("runs-missing-folder", ["runs", "--runs", "{out}/nowhere"], exit=(0,), says="runs in"),
+        Case("render-unknown-target", ["render", "-i", "{work}/inventory.yaml", "--target", "helm", "-o", "{out}"], good,
+             says="--target"),
+        Case("render-jobset-without-namespace", ["render", "-i", "{work}/inventory.yaml", "--target", "jobset", "-o",
+                                                 "{out}"], good, says="kubernetes.namespace"),
+    ]
+
+
+# --- the trainer ----------------------------------------------------------------------------------
+
+def trainer(name: str, config: str | bytes | None, says: str = "", env: dict | None = None, args=()) -> Case:
+    files = {"train.yaml": config} if config is not None else {}
+    argv = (["--config", "{work}/train.yaml"] if config is not None else []) + ["--results-dir", "{out}/r", *args]
+    return Case(f"trainer-{name}", argv, files, (2,), says, program=TRAINER, env=env or {})
+
+
+def trainer_cases() -> list[Case]:
+    return [
+        trainer("alias-bomb", BOMB, "aliases"),
+        trainer("deep-nesting", "epochs: " + "[" * 3000 + "]" * 3000 + "\n", "nested"),
+        trainer("duplicate-key", "epochs: 1\nepochs: 2\n", "Expected each key once"),
+        trainer("two-megabytes", "#" + "x" * (2 << 20) + "\n", "more than"),
+        trainer("unknown-candidate", "candidates: [resnet]\n", "Received ['resnet']"),
+        trainer("set-deep", None, "nested", args=["--set", "epochs=" + "[" * 3000 + "]" * 3000]),
+        trainer("set-bomb", None, "--set", args=["--set", "x=" + BOMB.replace("\n", "\n  ")]),
+        trainer("env-bomb", None, "", env={"TFC_TRAIN_EPOCHS": "[" * 3000}),
+        trainer("tf-config-deep", "epochs: 1\n", "TF_CONFIG", env={"TF_CONFIG": "[" * 30000 + "]" * 30000}),
+        trainer("tf-config-zone-id", "epochs: 1\n", "TF_CONFIG", env={"TF_CONFIG": '{"cluster": {"worker": '
+                '["[fe80::1%eth0]:2222", "10.0.0.2:2222"]}, "task": {"type": "worker", "index": 0}}'}),
+        trainer("tf-config-huge", "epochs: 1\n", "TF_CONFIG", env={"TF_CONFIG": '{"cluster": {"worker": ["' + "a" * 100000 + '"]}}'}),
+        trainer("config-dev-zero", None, "more than", args=["--config", "/dev/zero"]),
+    ]
+
+
+def existing_trainer_cases() -> list[Case]:
+    cases = []
+    for expected in sorted((DATA / "bad_trainer_inputs").glob("*.expected")):
+        config, tfconfig = expected.with_suffix(".yaml"), expected.with_suffix(".tfconfig")
+        argv = (["--config", str(config)] if config.exists() else []) + ["--results-dir", "{out}/r"]
+        env = {"TF_CONFIG": tfconfig.read_text()} if tfconfig.exists() else {}
+        cases.append(Case(f"corpus-trainer-{expected.stem}", argv, program=TRAINER, env=env, outside=(expected.parent,)))
+    return cases
+
+
+def all_cases() -> list[Case]:
+    return (inventory_cases() + existing_inventory_cases() + cli_cases() + trainer_cases()
+            + existing_trainer_cases())

@@ -1,0 +1,48 @@
+"""Your code as an image layer made without Docker: the same folder gives the same layer and image
+ID (so an unchanged project ships nothing), and the config is the parent's with the layer on top."""
+from __future__ import annotations
+
+import json
+import tarfile
+from launcher.image import code_layer as code_image
+
+
+def project(root):
+    (root / "pkg" / "__pycache__").mkdir(parents=True)
+    (root / "pkg" / "__pycache__" / "x.pyc").write_bytes(b"junk")
+    (root / "train.py").write_text("print('hi')\n")
+    (root / "run.sh").write_text("#!/bin/sh\n")
+    (root / "run.sh").chmod(0o755)
+    (root / "pkg" / "mod.py").write_text("X = 1\n")
+    return root
+
+
+def test_the_same_folder_gives_the_same_layer_whatever_its_timestamps(tmp_path):
+    folder = project(tmp_path / "p")
+    first = code_image.layer_tar(folder, tmp_path / "a.tar")
+    (folder / "train.py").touch()
+    assert code_image.layer_tar(folder, tmp_path / "b.tar") == first
+    (folder / "train.py").write_text("print('changed')\n")
+    assert code_image.layer_tar(folder, tmp_path / "c.tar")[0] != first[0]
+
+
+def test_the_layer_holds_the_code_under_workspace_without_caches(tmp_path):
+    folder = project(tmp_path / "p")
+    code_image.layer_tar(folder, tmp_path / "a.tar")
+    with tarfile.open(tmp_path / "a.tar") as tar:
+        members = {m.name: m for m in tar}
+        assert tar.extractfile("workspace/pkg/mod.py").read() == b"X = 1\n"
+    assert sorted(members) == ["workspace", "workspace/pkg", "workspace/pkg/mod.py", "workspace/run.sh", "workspace/train.py"]
+    assert members["workspace/run.sh"].mode == 0o755 and members["workspace/train.py"].mode == 0o644
+    assert all(m.uid == 0 and m.mtime == 0 for m in members.values())
+
+
+def test_the_config_is_the_parents_with_the_layer_and_the_code_label_on_top():
+    parent = {"architecture": "amd64", "created": "2026-01-01T00:00:00Z", "rootfs": {"type": "layers", "diff_ids": ["sha256:a"]},
+              "config": {"Env": ["PATH=/bin"], "Labels": {"keep": "me"}, "Entrypoint": ["tfcompose-entrypoint"]},
+              "history": [{"created_by": "base"}]}
+    config = json.loads(code_image.appended_config(json.dumps(parent).encode(), "sha256:code", "abc123"))
+    assert config["rootfs"]["diff_ids"] == ["sha256:a", "sha256:code"]
+    assert config["config"]["Labels"] == {"keep": "me", "tfcompose.code": "abc123"}
+    assert config["config"]["Entrypoint"] == ["tfcompose-entrypoint"] and config["config"]["WorkingDir"] == "/workspace"
+    assert len(config["history"]) == 2 and config["created"] == parent["created"]

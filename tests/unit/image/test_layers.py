@@ -1,0 +1,69 @@
+"""Layer-delta archives without Docker: the split of a docker-save stream, the chain rules, and the
+archive a host receives (the real engine is exercised in tests/integration)."""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import tarfile
+import pytest
+from hypothesis import given, strategies as st
+from launcher.image import layers
+from support.builders import BLOBS, chunks_of, digest, docker_save
+from launcher.errors import ImageError
+
+
+def test_split_then_assemble_gives_a_tar_with_manifest_config_and_only_the_missing_layers(tmp_path):
+    saved, image_id = docker_save(BLOBS)
+    parts = layers.split_save("t:1", image_id, chunks_of(saved), tmp_path)
+    assert parts.diff_ids == [digest(b) for b in BLOBS]
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(b"".join(parts.chunks([2]))))) as tar:
+        names = tar.getnames()
+        manifest = json.load(tar.extractfile("manifest.json"))
+        assert tar.extractfile(f"{parts.diff_ids[2][7:]}/layer.tar").read() == b"code v1"
+        assert digest(tar.extractfile(manifest[0]["Config"]).read()) == image_id
+    assert manifest[0]["RepoTags"] == ["t:1"] and len(manifest[0]["Layers"]) == 3
+    assert len(names) == 3  # config, manifest, the one missing layer: the others stay behind
+
+
+def test_a_second_image_sharing_layers_reuses_their_cached_members(tmp_path):
+    saved, image_id = docker_save(BLOBS)
+    layers.split_save("t:1", image_id, chunks_of(saved), tmp_path)
+    members = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "layers").glob("*.gz")}
+    saved2, image_id2 = docker_save(BLOBS[:2] + [b"code v2"])
+    parts2 = layers.split_save("t:1", image_id2, chunks_of(saved2), tmp_path)
+    after = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "layers").glob("*.gz")}
+    assert len(after) == 4 and all(after[name] == mtime for name, mtime in members.items())
+    assert layers.load_parts("t:1", image_id2, tmp_path) == parts2  # no second docker save needed
+
+
+def test_a_save_whose_config_is_not_the_image_is_refused(tmp_path):
+    saved, _ = docker_save(BLOBS)
+    with pytest.raises(ImageError, match="not image"):
+        layers.split_save("t:1", "sha256:" + "0" * 64, chunks_of(saved), tmp_path)
+
+
+def test_a_save_with_compressed_layers_cannot_be_split(tmp_path):
+    saved, image_id = docker_save(BLOBS)
+    broken = saved.replace(b"code v1", b"code v2")  # the layer no longer hashes to its diff ID
+    with pytest.raises(ImageError, match="no plain tar"):
+        layers.split_save("t:1", image_id, chunks_of(broken), tmp_path)
+
+
+diff_lists = st.lists(st.sampled_from([digest(bytes([i])) for i in range(6)]), min_size=1, max_size=6)
+
+
+@given(image=diff_lists, held=st.lists(diff_lists, max_size=4))
+def test_missing_layers_are_a_suffix_and_exactly_those_whose_chain_the_engine_lacks(image, held):
+    present = layers.present_chains(held)
+    missing = layers.missing_layers(image, present)
+    assert missing == list(range(len(image) - len(missing), len(image)))
+    chains = layers.chain_ids(image)
+    assert all(chains[i] in present for i in range(len(image)) if i not in missing)
+    assert not missing or chains[missing[0]] not in present
+
+
+def test_a_layer_held_under_another_parent_is_still_sent():
+    a, b, c = (digest(bytes([i])) for i in range(3))
+    assert layers.missing_layers([a, c], layers.present_chains([[b, c]])) == [0, 1]
+    assert layers.missing_layers([a, c], layers.present_chains([[a, b], [a, c, b]])) == []

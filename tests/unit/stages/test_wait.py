@@ -1,0 +1,60 @@
+"""wait: fail-fast, finishing and deadlines as pure functions."""
+from __future__ import annotations
+
+import pytest
+from launcher import plan as plan_mod
+from launcher.stages import wait
+from launcher.inventory.schema import RunSpec
+from launcher.stages.status import HostStatus
+from support.builders import cluster
+
+
+def st(name: str, state: str, code=None, restarts: int = 0, finished: str = "") -> HostStatus:
+    return HostStatus(name, state, code, restarts, finished_at=finished)
+
+
+@pytest.mark.parametrize("status, retries, final", [
+    (st("a", "exited", 1, restarts=2), 2, True),       # restarts used up
+    (st("a", "exited", 1, restarts=1), 2, False),      # Docker will restart it
+    (st("a", "exited", 0), 0, False),                  # success is not a failure
+    (st("a", "running"), 0, False),
+    (st("a", "restarting", 1), 0, False),
+    (st("a", "dead"), 5, True),
+    (st("a", "absent"), 5, True),                      # the container is gone
+    (st("a", "unreachable"), 0, False),                # judged by `lost`, not here
+])
+def test_a_host_fails_for_good_only_when_docker_gave_up(status, retries, final):
+    assert wait.final_failure(status, retries) is final
+
+
+def test_sync_ends_when_the_chief_exits_0_parallel_when_every_host_does():
+    sync, par = plan_mod.make(cluster()), plan_mod.make(cluster(train={"search": {"mode": "parallel"},
+                                                                        "candidates": ["small_cnn", "deep_cnn"]}))
+    states = {"h0": st("h0", "exited", 0), "h1": st("h1", "running")}
+    assert wait.finished(states, wait.must_finish(sync))
+    assert not wait.finished(states, wait.must_finish(par))
+    assert wait.finished({**states, "h1": st("h1", "exited", 0)}, wait.must_finish(par))
+    assert not wait.finished({"h0": st("h0", "exited", 1), "h1": st("h1", "exited", 0)}, wait.must_finish(sync))
+
+
+def test_the_first_host_to_fail_is_named_first():
+    states = {"a": st("a", "exited", 1, finished="2026-01-01T10:00:05Z"),
+              "b": st("b", "exited", 137, finished="2026-01-01T10:00:01Z"),
+              "c": st("c", "absent"), "d": st("d", "running")}
+    assert [s.host for s in wait.first_failures(states, retries=0)] == ["b", "a", "c"]
+
+
+def test_a_host_silent_past_the_limit_is_lost_and_one_that_answers_again_is_not():
+    assert wait.lost({"a": 0.0, "b": 250.0}, now=301.0, limit=300) == ["a"]
+    assert wait.lost({}, now=1e9, limit=1) == []
+
+
+def test_run_programs_are_stopped_by_their_join_and_finish_deadlines():
+    run = RunSpec(command=["python", "x.py"], code_dir=".", join_timeout_s=60, deadline_s=3600)
+    ports = {"a": 2222, "b": 2223}
+    assert wait.deadline(None, 1e9, ["a"], ports) is None           # the trainer has its own watchdog
+    assert wait.deadline(run, 59, ["b"], ports) is None
+    why = wait.deadline(run, 61, ["b"], ports)
+    assert "b (port 2223)" in why and "join_timeout_s" in why and "a (port" not in why
+    assert wait.deadline(run, 61, None, ports) is None               # joined: only the finish limit counts
+    assert "deadline_s" in wait.deadline(run, 3601, None, ports)

@@ -1,0 +1,32 @@
+"""The plan: the code hash and the run id."""
+from __future__ import annotations
+
+from launcher import plan as plan_mod
+from launcher.inventory.model import Cluster
+from launcher.inventory.schema import Inventory
+from support.builders import cluster, host
+
+
+def test_the_code_folder_is_hashed_once_per_command_however_many_hosts(tmp_path, monkeypatch):
+    calls = []
+    real = plan_mod.code_hash
+    monkeypatch.setattr(plan_mod, "code_hash", lambda folder: calls.append(folder) or real(folder))
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "train.py").write_bytes(b"x" * (3 << 20))  # read in chunks, not at once
+    hosts = [{"name": f"h{i}", "address": f"10.0.0.{i + 1}"} for i in range(8)]
+    inv = Inventory.model_validate({"cluster": "c", "hosts": hosts,
+                                    "run": {"command": ["python", "train.py"], "code_dir": str(tmp_path / "code")}})
+    made = plan_mod.make(Cluster(tmp_path / "inv.yaml", inv, tuple(host(h["name"], i) for i, h in enumerate(hosts))))
+    assert len(calls) == 1 and made.container_image == f"tfcompose-trainer:run-{made.code_hash[:12]}"
+    from launcher.stages import render
+    bundles = render.render_cluster(made)
+    assert len(bundles) == 8 and len(calls) == 1
+
+
+def test_a_rebuilt_image_or_a_changed_dataset_source_is_a_new_run_and_nothing_else_is():
+    made = plan_mod.make(cluster(2))
+    assert plan_mod.complete(made, {}, {}).run_id == made.run_id  # render and export know no image: same id
+    ids = {plan_mod.complete(made, {}, {}, image, data).run_id
+           for image, data in (("sha256:a", ""), ("sha256:b", ""), ("sha256:a", "d1"), ("sha256:a", "d2"))}
+    assert len(ids) == 4 and made.run_id not in ids
+    assert plan_mod.complete(made, {}, {}, "sha256:a").run_id == plan_mod.complete(made, {}, {}, "sha256:a").run_id

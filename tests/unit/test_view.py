@@ -1,0 +1,54 @@
+"""How the CLI shows things: progress lines off a terminal, bars on one."""
+from __future__ import annotations
+from launcher import view
+from support.builders import tracked
+
+
+
+def test_off_a_terminal_every_epoch_is_one_line_in_order_with_an_eta(tmp_path):
+    docs = list(tracked(tmp_path))
+    printed, mark = [], (0, 0)
+    for doc in docs[1::2]:            # a poll sees only every second epoch: nothing may be lost
+        lines, mark = view.epoch_lines(doc, mark)
+        printed += lines
+    assert [(line.split()[1], line.split()[4]) for line in printed] == \
+           [(f"{t}/2", f"{e}/3") for t in (1, 2) for e in (1, 2, 3)]
+    assert printed[0].endswith("ETA 0:00:50") and printed[-1].endswith("ETA 0:00:00")
+    assert all("\x1b" not in line for line in printed)
+    lines, _ = view.epoch_lines(docs[-1], (0, 0), restarts=1)
+    assert lines[-1].endswith("restarts 1")
+
+
+def test_the_reporter_prints_each_epoch_once_off_a_terminal_and_a_restart_again(tmp_path, capsys):
+    from launcher.view import RichReporter
+    docs = list(tracked(tmp_path, epochs=2, trials=1))
+    reporter = RichReporter(["h0"])
+    for doc in (docs[0], docs[0], docs[1]):       # the same document seen twice prints once
+        reporter.progress("h0", doc)
+    reporter.progress("h0", docs[1], restarts=1)   # Docker restarted the container
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" restarts")[0].rsplit(" ETA", 1)[0].split(" img/s")[0] for line in lines] == [
+        "h0: trial 1/1 trial1 epoch 1/2 250", "h0: trial 1/1 trial1 epoch 2/2 250",
+        "h0: trial 1/1 trial1 epoch 1/2 250", "h0: trial 1/1 trial1 epoch 2/2 250"]
+    assert lines[-1].endswith("restarts 1")
+
+
+def test_a_long_transfer_shows_a_bar_with_rate_and_eta_on_a_terminal_and_nothing_off_it(capsys, monkeypatch):
+    import io
+    from rich.console import Console
+    from launcher import view
+    quiet = view.RichReporter(["h1"])
+    quiet.stage("h1", "image")
+    quiet.transfer("h1", "image", 30_000_000, 120_000_000, 3.0)
+    assert capsys.readouterr().out == "h1: image\n"  # off a terminal: the stage, no byte counts
+
+    screen = io.StringIO()
+    monkeypatch.setattr(view, "out", Console(file=screen, force_terminal=True, width=140, color_system=None))
+    live = view.RichReporter(["h1"])
+    with live:
+        live.stage("h1", "image")
+        live.transfer("h1", "image", 30_000_000, 120_000_000, 3.0)
+    shown = Console(file=io.StringIO(), width=140, color_system=None)
+    shown.print(live._table())
+    table = shown.file.getvalue()
+    assert "sending image: 30.0 of 120.0 MB, 10.0 MB/s, ETA 0:00:09" in table and "━" in table
