@@ -37,6 +37,10 @@ download() {
 }
 download "pyyaml>=6" "pydantic>=2.6" "tensorboard~=$tfminor.0"
 download --no-deps "tf_keras~=$tfminor.0"   # its one dependency, TensorFlow, is the base itself
+# The model search's study (Optuna) and what it needs that TensorFlow's base does not bring
+# (numpy, packaging and typing-extensions come with TensorFlow).
+download --no-deps "optuna==5.0.0" "alembic==1.20.1" "sqlalchemy==2.1.9" "mako==1.4.3" "markupsafe==3.0.4" \
+  "colorlog==6.12.0" "tqdm==4.70.1"
 ls "$out"/*.whl >/dev/null 2>&1 || { echo "fetch-wheels: no wheel downloaded" >&2; exit 1; }
 echo "$want" > "$stamp"
 echo "fetch-wheels: $(ls "$out"/*.whl | wc -l) wheels in $out" >&2

@@ -23,6 +23,7 @@ $py -c "import yaml" 2>/dev/null || need="$need pyyaml>=6"
 $py -c "import pydantic, sys; sys.exit(int(pydantic.VERSION.split('.')[0]) < 2)" 2>/dev/null || need="$need pydantic>=2.6"
 $py -c "import tensorboard" 2>/dev/null || need="$need tensorboard~=$minor.0"
 $py -c "import tf_keras" 2>/dev/null || need="$need tf_keras~=$minor.0"
+$py -c "import optuna" 2>/dev/null || need="$need optuna==5.0.0"
 echo "install-runtime: TensorFlow $tf_version; installing:${need:- nothing}"
 [ -n "$need" ] || exit 0
 

@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from launcher.errors import BadInput, ClusterFailed, ExitCode, InventoryError, TfcError
+from launcher.errors import BadInput, ClusterFailed, ExitCode, InventoryError, TfcError, summary
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train and compare TensorFlow models across the GPU boxes of an inventory.")
@@ -34,8 +34,8 @@ def _load(path: Path):
 
 
 def _say(text: str) -> None:
-    from launcher.view import out
-    out.print(text, markup=False, soft_wrap=True)
+    from launcher.view import say
+    say(text)
 
 
 @app.command()
@@ -106,7 +106,9 @@ def up_cmd(inventory_path: Path = InventoryOpt, wait: bool = typer.Option(False,
         board = leaderboard(runs / cluster.name / "latest")
         if board is not None:
             out.print(board)
-        _say(f"{report.outcome.message}; results and report.md in {runs / cluster.name / 'latest'}")
+        latest = runs / cluster.name / "latest"
+        _say(f"{report.outcome.message}; results" + (" and report.md" if (latest / "report.md").is_file() else "")
+             + f" in {latest}")
     else:
         _say("started; follow with `tfcompose logs`, check with `tfcompose status`")
 
@@ -156,12 +158,13 @@ def logs_cmd(inventory_path: Path = InventoryOpt, host: Optional[str] = typer.Op
         from launcher.view import log_line_printer
         failed = logs_all(cluster, follow, log_line_printer([h.name for h in cluster.hosts]), since, tail)
         for name, exc in failed.items():
-            _print_error(f"warning: {name}: no log: {str(exc).splitlines()[0]}")
+            _print_error(f"warning: {name}: no log: {summary(exc)}")
         return
 
-    def write(chunk: bytes) -> None:
-        sys.stdout.buffer.write(chunk)
-        sys.stdout.buffer.flush()
+    def write(_host: str, line: str) -> None:       # a host's line, made safe to print
+        from launcher.text import printable
+        sys.stdout.write(printable(line) + "\n")
+        sys.stdout.flush()
 
     logs(cluster, host, follow, write, since, tail)
 
@@ -177,7 +180,8 @@ def collect_cmd(inventory_path: Path = InventoryOpt, runs: Path = RunsOpt) -> No
     board = leaderboard(run_dir)
     if board is not None:
         out.print(board)
-    _say(f"collected into {run_dir} (report: {run_dir / 'report.md'})")
+    report_md = run_dir / "report.md"
+    _say(f"collected into {run_dir}" + (f" (report: {report_md})" if report_md.is_file() else " (no report: no results.json)"))
 
 
 @app.command("down")
@@ -185,14 +189,12 @@ def down_cmd(inventory_path: Path = InventoryOpt, purge: bool = typer.Option(Fal
              parallel: Optional[int] = ParallelOpt) -> None:
     """Stop and remove the cluster's containers everywhere; unreachable hosts get a warning."""
     from launcher.stages.down import down
-    from launcher.view import err
     result = down(_load(inventory_path), purge, parallel=parallel)
     for host in result.hosts:
         if host in result.succeeded:
             _say(f"{host}: {result.succeeded[host]}")
         else:
-            err.print(f"warning: {host}: nothing removed there: {str(result.failed[host]).splitlines()[0]}",
-                      markup=False, soft_wrap=True)
+            _print_error(f"warning: {host}: nothing removed there: {summary(result.failed[host])}")
 
 
 @app.command("runs")
@@ -214,8 +216,9 @@ def compare_cmd(refs: list[str] = typer.Argument(..., help="run folders or run i
                 runs: Path = RunsOpt,
                 output: Path = typer.Option(Path("compare.png"), "--output", "-o", help="the picture to write")) -> None:
     """Leaderboards side by side, and one picture of each run's best validation curve."""
-    from launcher.results.history import compare_picture, leaderboards, resolve
+    from launcher.results.history import compare_picture, leaderboards, picture_path, resolve
     from launcher.view import out, table
+    picture_path(output)            # a wrong --output is refused before anything is read
     folders = [resolve(runs, ref) for ref in refs]
     columns, rows = leaderboards(folders)
     out.print(table("leaderboards", columns, rows))
@@ -236,8 +239,8 @@ def report_cmd(run_dir: Path = typer.Argument(..., help="a run folder: runs/<clu
 
 
 def _print_error(text: str) -> None:
-    from launcher.view import err
-    err.print(text, markup=False, soft_wrap=True)
+    from launcher.view import shout
+    shout(text)
 
 
 def _interrupted() -> int:
@@ -266,6 +269,12 @@ def main(argv: Optional[list[str]] = None) -> int:
             raise
         _print_error(f"tfcompose: {exc}")
         return int(exc.exit_code)
+    except OSError as exc:        # this machine's files: a folder not writable, a disk full
+        if debug:
+            raise
+        where = f" {exc.filename}" if exc.filename else ""
+        _print_error(f"tfcompose: cannot use{where}: {exc.strerror or exc}")
+        return int(ExitCode.FAILED)
     except (KeyboardInterrupt, typer.Abort):
         return _interrupted()
     except typer.Exit as exc:

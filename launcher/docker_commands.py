@@ -77,7 +77,8 @@ else say docker "$(printf '%s' "$out" | tail -n 1)"; fi
 say compose "$(docker compose version --short 2>/dev/null || echo missing)"
 say gpu_count "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"
 say own_running "$(docker ps -q --filter "label=tfcompose.cluster=$cluster" --filter "label=tfcompose.host=$host" 2>/dev/null | wc -l)"
-if command -v ss >/dev/null 2>&1; then say port_busy "$(ss -Hltn "sport = :$tf_port" | wc -l)"; else say port_busy unknown; fi
+if [ -z "$tf_port" ]; then say port_busy 0
+elif command -v ss >/dev/null 2>&1; then say port_busy "$(ss -Hltn "sport = :$tf_port" | wc -l)"; else say port_busy unknown; fi
 if mkdir -p "$workdir" 2>/dev/null && [ -w "$workdir" ]; then say workdir ok; else say workdir "not writable"; fi
 say free_kb "$(df -Pk "$workdir" 2>/dev/null | awk 'NR==2 {print $4}')"
 if [ -n "$data_dir" ]; then if [ -d "$data_dir" ]; then say data_dir ok; else say data_dir missing; fi; fi
@@ -94,7 +95,8 @@ say clock "$(date +%s.%N)"
 """
 
 
-def host_probe(workdir: str, data_dir: str, tf_port: int, cluster: str, host: str, peer: str = "") -> list[str]:
+def host_probe(workdir: str, data_dir: str, tf_port, cluster: str, host: str, peer: str = "") -> list[str]:
+    """Facts about a host (HOST_PROBE); `tf_port`: the port its container will listen on, or ""."""
     return ["sh", "-c", HOST_PROBE, "tfcompose-preflight", workdir, data_dir, str(tf_port), cluster, host, peer]
 
 
@@ -159,16 +161,41 @@ def dataset_manifest(data_dir: str, cache_file: str, image: str, script: str) ->
             "sh", data_dir, cache_file, image, script]
 
 
-def dataset_claim(data_dir: str) -> list[str]:
-    """Prints `ours` for a data_dir the sync may fill (made by tfcompose, absent or empty; it then
-    gets the marker, and half-arrived files of a cut sync are removed), else `foreign`."""
-    return ["sh", "-c", 'd=$1; if [ -e "$d/.tfcompose-dataset" ] || [ ! -e "$d" ] || { [ -d "$d" ] && [ -z "$(ls -A "$d")" ]; }; '
-            'then mkdir -p "$d" && : > "$d/.tfcompose-dataset" && '
-            'find "$d" -name "*.tfcompose-part" -type f -exec rm -f {} + && echo ours; else echo foreign; fi', "sh", data_dir]
+def dataset_look(data_dir: str) -> list[str]:
+    """What the data_dir is, read only: `kind=` absent, empty, symlink, notdir, foreign (files and
+    no marker) or marked; a marked one also gives its marker's inode and (first KB of) text."""
+    return ["sh", "-c", 'd=$1 m="$1/.tfcompose-dataset"; '
+            'if [ -L "$d" ]; then echo kind=symlink; elif [ ! -e "$d" ]; then echo kind=absent; '
+            'elif [ ! -d "$d" ]; then echo kind=notdir; elif [ -z "$(ls -A "$d")" ]; then echo kind=empty; '
+            'elif [ -f "$m" ] && [ ! -L "$m" ]; then echo kind=marked; echo "inode=$(stat -c %i "$m")"; '
+            'printf marker=; head -c 1024 "$m" | tr -d "\\n\\r"; echo; else echo kind=foreign; fi', "sh", data_dir]
+
+
+def dataset_claim(data_dir: str, marker: str) -> list[str]:
+    """Make the data_dir tfcompose's: only while it is absent or empty (or already carries this
+    very marker: a folder another host of the cluster shares, claimed a moment ago). Prints the
+    marker's inode; status 3 and why otherwise."""
+    return ["sh", "-c", 'd=$1 m="$1/.tfcompose-dataset"; [ -L "$d" ] && { echo "$d is a symbolic link" >&2; exit 3; }; '
+            'mkdir -p "$d" || exit 3; '
+            'if [ -f "$m" ] && [ "$(head -c 1024 "$m")" = "$2" ]; then :; '
+            'elif [ -z "$(ls -A "$d")" ]; then t=$(mktemp "$m.XXXXXX") && printf "%s" "$2" > "$t" && chmod 644 "$t" '
+            '&& mv -f "$t" "$m" || { rm -f "$t"; exit 3; }; '
+            'else echo "$d is no longer empty" >&2; exit 3; fi; stat -c %i "$m"', "sh", data_dir, marker]
+
+
+def dataset_clear_parts(data_dir: str) -> list[str]:
+    """Half-arrived files of a cut sync go (only in a data_dir that is tfcompose's)."""
+    return ["find", data_dir, "-name", "*.tfcompose-part", "-type", "f", "-delete"]
 
 
 def dataset_remove(data_dir: str) -> list[str]:
+    """Each path on stdin removed (a file, or a link itself)."""
     return ["sh", "-c", 'cd "$1" || exit 1; while IFS= read -r f; do rm -f -- "./$f" || exit 1; done', "sh", data_dir]
+
+
+def dataset_prune(data_dir: str) -> list[str]:
+    """Folders with nothing in them go (an empty class folder is refused in the source too)."""
+    return ["find", data_dir, "-mindepth", "1", "-type", "d", "-empty", "-delete"]
 
 
 def dataset_extract(data_dir: str) -> list[str]:
@@ -177,6 +204,6 @@ def dataset_extract(data_dir: str) -> list[str]:
 
 
 def dataset_rename(data_dir: str) -> list[str]:
-    """Each arrived `<path>.tfcompose-part` to its final name; then folders left empty go."""
-    return ["sh", "-c", 'cd "$1" || exit 1; while IFS= read -r f; do mv -f -- "./$f.tfcompose-part" "./$f" || exit 1; done; '
-            'find . -mindepth 1 -type d -empty -delete', "sh", data_dir]
+    """Each arrived `<path>.tfcompose-part` to its final name."""
+    return ["sh", "-c", 'cd "$1" || exit 1; while IFS= read -r f; do mv -f -- "./$f.tfcompose-part" "./$f" || exit 1; done',
+            "sh", data_dir]

@@ -16,7 +16,13 @@ PART = ".tfc-part"              # the suffix of a file still being written
 
 
 def cache_root() -> Path:
+    """What can be made again (split layers, hash caches): safe to delete."""
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tfcompose"
+
+
+def state_root() -> Path:
+    """What this machine must remember (which data_dirs it filled): not a cache."""
+    return Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state")) / "tfcompose"
 
 
 @contextlib.contextmanager

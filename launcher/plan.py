@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from launcher.errors import InventoryError
 from launcher.files import CHUNK
@@ -28,8 +30,7 @@ class Plan:
     code_hash: str                 # of run.code_dir; "" without `run:`
     run_id: str                    # content hash of inventory + code: the same inventory is the same run
     container_image: str           # what the containers run: `image`, or with `run:` the code layer on it
-    parallel: bool                 # search.mode parallel: every host trains its own trials alone
-    placement: dict[str, list[str]] = field(default_factory=dict)   # host → trial names (parallel only)
+    parallel: bool                 # search.mode parallel: every host pulls its trials from the chief's queue
     # What preflight found on the hosts (cluster_rules.decide): the NIC that routes to the peers
     # when the inventory names none, and the GPUs each host gets under gpus_per_host: min.
     nics: dict[str, str] = field(default_factory=dict)
@@ -41,18 +42,33 @@ class Plan:
     def gpus(self, host: Host):
         return self.gpu_overrides.get(host.name, host.gpus)
 
-    @property
-    def trial_order(self) -> list[str]:
-        return [name for names in self.placement.values() for name in names]
-
     def train_config(self, host: Optional[Host] = None):
         """The trainer's config on a host: the inventory's, the backup in its own mount, and in
-        parallel mode only that host's share of the trials."""
+        parallel mode where the trial queue is (served by the chief, reached at its address)."""
         cfg = self.cluster.spec.train_or_defaults
         update = {} if cfg.backup_dir else {"backup_dir": "/backup"}
         if host is not None and self.parallel:
-            update["search"] = cfg.search.model_copy(update={"only": self.placement[host.name]})
+            update["search"] = cfg.search.model_copy(update={"queue": self.queue_for(host)})
         return cfg.model_copy(update=update) if update else cfg
+
+    def queue_for(self, host: Host) -> str:
+        """`serve` on the chief; the chief's address and study port elsewhere."""
+        chief = self.cluster.chief
+        if host.name == chief.name:
+            return "serve"
+        address = f"[{chief.address}]" if ":" in chief.address else chief.address
+        return f"{address}:{self.study_port}"
+
+    @property
+    def study_port(self) -> int:
+        return self.cluster.spec.train_or_defaults.search.port
+
+    def listen_port(self, host: Host) -> Optional[int]:
+        """The port the host's container will listen on: TensorFlow's, or in parallel mode the
+        chief's study port (the other hosts listen on none)."""
+        if not self.parallel:
+            return host.tf_port
+        return self.study_port if host.name == self.cluster.chief.name else None
 
 
 def make(cluster: Cluster) -> Plan:
@@ -60,7 +76,7 @@ def make(cluster: Cluster) -> Plan:
     parallel = cluster.spec.run is None and cluster.spec.train_or_defaults.search.mode == "parallel"
     return Plan(cluster=cluster, code_hash=code, run_id=run_id(cluster, code),
                 container_image=container_image(cluster.spec.image, code if cluster.spec.run else None),
-                parallel=parallel, placement=placement(cluster) if parallel else {})
+                parallel=parallel)
 
 
 def complete(plan: Plan, nics: dict[str, str], gpu_overrides: dict[str, Any], image_id: str = "",
@@ -82,22 +98,45 @@ def run_id(cluster: Cluster, code: str, **contents: str) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+SKIPPED = {"__pycache__", ".git"}     # never part of your code's layer, so never part of its hash
+
+
+def code_files(folder: Path) -> Iterator[Path]:
+    """What of `folder` becomes your code's layer, in order: folders, regular files and links,
+    skipping SKIPPED folders; sockets, FIFOs and devices are nothing a program reads from an image."""
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED)
+        for name in sorted(dirnames + filenames):
+            path = Path(dirpath) / name
+            mode = path.lstat().st_mode
+            if stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+                yield path
+
+
 def code_hash(folder: Optional[Path]) -> str:
-    """Hash of every file under the folder (relative names and bytes, read in chunks)."""
+    """Hash of what the code layer holds: each entry's relative name (as bytes: any name a file
+    system allows), and a file's bytes or a link's target."""
     if folder is None or not folder.is_dir():
         return ""
     digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        digest.update(str(path.relative_to(folder)).encode() + b"\0")
-        try:
-            with path.open("rb") as fh:
-                while chunk := fh.read(CHUNK):
-                    digest.update(chunk)
-        except OSError as exc:
-            raise InventoryError(f"{path}: cannot read this file of run.code_dir ({exc.strerror or exc}). "
-                                 "Expected every file in code_dir to be readable.") from None
+    for path in code_files(folder):
+        digest.update(os.fsencode(path.relative_to(folder)) + b"\0")
+        if path.is_symlink():
+            digest.update(b"-> " + os.fsencode(os.readlink(path)))
+        elif path.is_file():
+            _hash_file(digest, path)
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+def _hash_file(digest, path: Path) -> None:
+    try:
+        with path.open("rb") as fh:
+            while chunk := fh.read(CHUNK):
+                digest.update(chunk)
+    except OSError as exc:
+        raise InventoryError(f"{path}: cannot read this file of run.code_dir ({exc.strerror or exc}). "
+                             "Expected every file in code_dir to be readable.") from None
 
 
 def container_image(image: str, code: Optional[str]) -> str:
@@ -109,15 +148,6 @@ def sibling_tag(image: str, tag: str) -> str:
     last = image.rsplit("/", 1)[-1]
     repo = image.rsplit(":", 1)[0] if ":" in last else image
     return f"{repo}:{tag}"
-
-
-def placement(cluster: Cluster) -> dict[str, list[str]]:
-    """search.mode parallel: which trials each host trains (balanced by parameters × images)."""
-    from trainer import trials
-    cfg = cluster.spec.train_or_defaults
-    channels = 1 if cfg.dataset.color_mode == "grayscale" else 3
-    classes = cfg.dataset.classes if cfg.dataset.kind == "synthetic" else 2  # the head barely matters
-    return trials.place(trials.expand(cfg, only=False), [h.name for h in cluster.hosts], cfg, channels, classes)
 
 
 def expect_gpus(gpus) -> str:

@@ -11,17 +11,35 @@ from rich.text import Text
 
 from launcher.text import clock, printable
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+UNWRAPPED = 100_000     # columns off a terminal: nothing is cut or wrapped, whatever COLUMNS says
+
+
+def _console(stderr: bool) -> Console:
+    """On a terminal, its width; off one (a log file, CI, nohup), tables and lines print whole."""
+    on_terminal = Console(stderr=stderr).is_terminal
+    return Console(stderr=stderr, highlight=False, width=None if on_terminal else UNWRAPPED)
+
+
+out, err = _console(False), _console(True)
+
+
+def say(text: str) -> None:
+    """A line for the user on stdout; what came from a host or a file made safe to print."""
+    out.print(printable(text), markup=False, soft_wrap=True)
+
+
+def shout(text: str) -> None:
+    """A warning or an error on stderr, made safe to print the same way."""
+    err.print(printable(text), markup=False, soft_wrap=True)
 
 
 def table(title: str, columns: list[str], rows: list[list[str]], **column_kw) -> Table:
     """Cells are literal text: what hosts send holds [brackets] that are not rich markup."""
-    t = Table(title=title)
+    t = Table(title=printable(title))
     for column in columns:
         t.add_column(column, **{"overflow": "fold", **column_kw.get(column, {})})
     for row in rows:
-        t.add_row(*(Text(str(cell)) for cell in row))
+        t.add_row(*(Text(printable(str(cell))) for cell in row))
     return t
 
 
@@ -34,6 +52,7 @@ class RichReporter:
         self.stages = {h: ("waiting", "") for h in hosts}
         self.bars: dict[str, tuple] = {}
         self.sending: dict[str, float] = {}     # host → fraction of a transfer under way
+        self.search = ""                        # the chief's view of a study-driven search
         self._printed: dict[str, tuple] = {}
         self.live = Live(self._table(), console=out, refresh_per_second=4, transient=False) if out.is_terminal else None
         self._lock = threading.Lock()
@@ -47,10 +66,13 @@ class RichReporter:
             p, text = self.bars.get(host, (None, ""))
             done = p.fraction if p else self.sending.get(host)
             bar = ProgressBar(total=1.0, completed=done, width=20) if done is not None else Text("")
-            t.add_row(Text(host), Text(stage), bar, Text(text or detail))
+            t.add_row(Text(host), Text(stage), bar, Text(printable(text or detail)))
+        if self.search:
+            t.add_row(Text("all"), Text("search"), Text(""), Text(self.search))
         return t
 
     def stage(self, host: str, stage: str, detail: str = "") -> None:
+        stage, detail = printable(stage), printable(detail)
         with self._lock:
             if self.stages.get(host) == (stage, detail):
                 return
@@ -60,11 +82,16 @@ class RichReporter:
                 self.live.update(self._table())
             elif self._printed.get(host) != (stage, _without_clock(detail)):
                 self._printed[host] = (stage, _without_clock(detail))
-                out.print(f"{host}: {stage}" + (f" ({detail})" if detail else ""), markup=False, soft_wrap=True)
+                say(f"{host}: {stage}" + (f" ({detail})" if detail else ""))
 
     def progress(self, host: str, progress, restarts: int = 0) -> None:
         with self._lock:
-            self.bars[host] = (progress, describe(progress, restarts))
+            self.bars[host] = (progress, printable(describe(progress, restarts)))
+            summary = printable(search_summary(progress.search)) if progress.search else ""
+            if summary and summary != self.search:
+                self.search = summary
+                if not self.live:
+                    say(f"search: {summary}")
             if self.live:
                 self.live.update(self._table())
                 return
@@ -74,7 +101,7 @@ class RichReporter:
             lines, mark = epoch_lines(progress, mark if now_restarts == seen_restarts else (0, 0), restarts)
             self._printed[f"{host}/epoch"] = (mark, now_restarts)
             for line in lines:
-                out.print(f"{host}: {line}", markup=False, soft_wrap=True)
+                say(f"{host}: {line}")
 
     def transfer(self, host: str, what: str, done: int, total: int, elapsed_s: float) -> None:
         """On a terminal, the host's row shows bytes, rate and ETA; off it, transfers stay quiet."""
@@ -86,7 +113,7 @@ class RichReporter:
                 self.live.update(self._table())
 
     def warn(self, host: str | None, message: str) -> None:
-        err.print(f"warning: {host + ': ' if host else ''}{message}", markup=False, soft_wrap=True)
+        shout(f"warning: {host + ': ' if host else ''}{message}")
 
     def __enter__(self):
         if self.live:
@@ -162,6 +189,12 @@ def describe(p, restarts: int = 0) -> str:
             f"{metrics} ETA {clock(p.eta_seconds())}")
     restarts = max(restarts, p.restarts)
     return line + (f" restarts {restarts}" if restarts else "") + (" (done)" if p.done else "")
+
+
+def search_summary(search: dict) -> str:
+    """`3 done, 1 pruned, 2 running, 4 left; best small_cnn#003 (val_acc 0.9750)`."""
+    text = f"{search['done']} done, {search['pruned']} pruned, {search['running']} running, {search['left']} left"
+    return text + (f"; best {search['best']} (val_acc {search['best_val_accuracy']:.4f})" if search["best"] else "")
 
 
 def epoch_lines(p, after: tuple[int, int], restarts: int = 0) -> tuple[list[str], tuple[int, int]]:

@@ -14,6 +14,15 @@ from support.common import BASE_IMAGE, REPO, TEST_IMAGE, TrainerProcs, docker_ok
 from support.sshd import write_inventory
 
 
+@pytest.fixture(autouse=True)
+def own_state(tmp_path):
+    """What tfcompose remembers on this machine (which data_dirs it filled) stays in the test's
+    folder (its own MonkeyPatch: a test's `monkeypatch.undo()` must not undo this)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+        yield
+
+
 @pytest.fixture
 def trainers(tmp_path):
     procs = TrainerProcs(tmp_path)

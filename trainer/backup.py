@@ -17,22 +17,8 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from trainer.collectives import gather_ints
 from trainer.errors import ClusterError
-
-
-_GATHERS: dict[int, tf.types.experimental.GenericFunction] = {}
-
-
-def gather_ints(strategy: tf.distribute.Strategy, value: int) -> list[int]:
-    """Every worker's `value` (one entry per replica), through a collective all-gather.
-
-    One traced function per strategy, fed a tensor: a new trace per call would warn and waste time."""
-    if id(strategy) not in _GATHERS:
-        @tf.function
-        def all_gather(v):
-            return strategy.gather(strategy.run(lambda: tf.reshape(v, [1])), axis=0)
-        _GATHERS[id(strategy)] = all_gather
-    return [int(v) for v in _GATHERS[id(strategy)](tf.constant(value, tf.int64)).numpy()]
 
 
 class OwnCopyBackupAndRestore(tf.keras.callbacks.BackupAndRestore):

@@ -6,9 +6,9 @@ trainer would reject is rejected before anything starts on any host.
 from __future__ import annotations
 
 import os
-from typing import Annotated, Any, List, Literal, Optional, Tuple
+from typing import Annotated, Any, List, Literal, Optional, Tuple, Union
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import Field, StringConstraints, field_validator, model_serializer, model_validator
 
 from trainer import yamlfile
 from trainer.errors import ConfigError
@@ -55,19 +55,99 @@ class DatasetConfig(_Strict):
         return self
 
 
+class Range(_Strict):
+    """A range a trial's value is sampled from: exactly one of these keys, `[low, high]`."""
+    # any number in [low, high]
+    uniform: Optional[Tuple[StrictFloatT, StrictFloatT]] = field(None, expected="[low, high] with low < high")
+    # spread evenly in log scale (learning rates): low > 0
+    log_uniform: Optional[Tuple[StrictFloatT, StrictFloatT]] = field(None, expected="[low, high] with 0 < low < high")
+    # a whole number in [low, high]
+    integer: Optional[Tuple[StrictIntT, StrictIntT]] = field(None, expected="[low, high], whole numbers, low < high")
+    # a whole number spread evenly in log scale (widths, batch sizes): low ≥ 1
+    log_integer: Optional[Tuple[StrictIntT, StrictIntT]] = field(None, expected="[low, high], whole numbers, 1 ≤ low < high")
+
+    @model_validator(mode="after")
+    def _one_valid_range(self):
+        given = [(k, v) for k, v in self.model_dump().items() if v is not None]
+        if len(given) != 1:
+            raise ValueError("exactly one of uniform, log_uniform, integer, log_integer: [low, high]")
+        kind, (low, high) = given[0]
+        if not low < high:
+            raise ValueError(f"{kind}: [low, high] with low < high")
+        if kind.startswith("log") and low <= 0:
+            raise ValueError(f"{kind}: [low, high] with low > 0 (a log range cannot touch 0)")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _only_the_range_given(self, handler):
+        return {k: v for k, v in handler(self).items() if v is not None}
+
+    @property
+    def kind(self) -> str:
+        return next(k for k, v in self.model_dump().items() if v is not None)
+
+    @property
+    def bounds(self) -> tuple:
+        return getattr(self, self.kind)
+
+
+Choice = Union[StrictIntT, StrictFloatT, Annotated[str, StringConstraints(max_length=200)]]
+# A value to search over: a list is a choice among its values; a mapping is a Range.
+Param = Union[Range, Annotated[List[Choice], Field(min_length=1, max_length=100)]]
+PARAM = "a list of values to choose from, or a range like {log_uniform: [1.0e-4, 1.0e-1]}"
+Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=64)]
+
+
 class SearchConfig(_Strict):
-    # sync: every trial trained by all workers together. parallel: trials spread over the hosts,
-    # each host training its share alone (no cross-host collective).
+    # sync: every trial trained by all workers together. parallel: the hosts take trials from a
+    # queue on the chief one at a time, each host training its trial alone.
     mode: Literal["sync", "parallel"] = field("sync", expected="'sync' or 'parallel'")
-    # Search space: every candidate × learning rate × batch size is a trial `candidate@lr=…,bs=…`.
+    # grid: every combination of the lists below, in order (the default; names like
+    # `small_cnn@lr=0.01,bs=16`). random or tpe (Optuna's Bayesian sampler): `trials` draws from
+    # the lists and ranges.
+    sampler: Literal["grid", "random", "tpe"] = field("grid", expected="'grid', 'random' or 'tpe'")
+    # How many trials: random and tpe need it; for a grid, at most its number of combinations.
+    trials: Optional[StrictIntT] = field(None, expected="an integer 1–10000", ge=1, le=10_000)
+    # The sampler's seed (default: the trainer's seed).
+    seed: Optional[StrictIntT] = field(None, expected="an integer 0–2147483647", ge=0, le=2**31 - 1)
+    # Learning rates: a list (every one, in a grid), or a range to sample.
     learning_rates: Optional[List[Annotated[float, Field(gt=0, le=10)]]] = field(
         None, expected="a list of learning rates, each > 0 and ≤ 10", min_length=1, max_length=50)
-    batch_per_replica: Optional[List[Annotated[StrictIntT, Field(ge=1, le=65536)]]] = field(
-        None, expected="a list of batch sizes, each an integer 1–65536", min_length=1, max_length=50)
+    learning_rate: Optional[Param] = field(None, expected=PARAM)
+    # Images per replica: a list, or a range to sample.
+    batch_per_replica: Optional[Union[Annotated[List[Annotated[StrictIntT, Field(ge=1, le=65536)]], Field(
+        min_length=1, max_length=50)], Range]] = field(None, expected="a list of batch sizes, each an integer 1–65536, "
+                                                       "or a range like {log_integer: [16, 128]}")
+    # Each candidate's own hyperparameters: a built-in's `width` or `dropout`, a builder's
+    # keyword arguments; a list or a range each.
+    hyperparameters: dict[CandidateName, dict[Identifier, Param]] = field(
+        {}, expected="a mapping of candidate → {argument: list or range}")
     # Stop a trial after this many epochs without a better val_accuracy (best weights kept).
     patience: Optional[StrictIntT] = field(None, expected="an integer ≥ 1", ge=1, le=100_000)
-    # The trials this host trains (written by the launcher in parallel mode); default: all.
+    # Stop trials that fall behind: asha (successive halving, asynchronous) or hyperband, judged
+    # on val_accuracy after min_epochs, min_epochs × reduction_factor, … epochs.
+    pruner: Literal["none", "asha", "hyperband"] = field("none", expected="'none', 'asha' or 'hyperband'")
+    min_epochs: StrictIntT = field(1, expected="an integer ≥ 1", ge=1, le=100_000)
+    # The epochs a trial that is never pruned trains (default: `epochs`).
+    max_epochs: Optional[StrictIntT] = field(None, expected="an integer ≥ 1", ge=1, le=100_000)
+    # Of the trials reaching a rung, the top 1/reduction_factor go on.
+    reduction_factor: StrictIntT = field(3, expected="an integer 2–10", ge=2, le=10)
+    # parallel: the chief's study port (the hosts reach it there) and how long a host may be
+    # silent before its trial is handed to another host.
+    port: StrictIntT = field(2223, expected="an integer 1–65535", ge=1, le=65535)
+    lost_after_s: StrictFloatT = field(120.0, expected="a number of seconds 5–86400", ge=5, le=86400)
+    # Where the study is, written by the launcher in parallel mode: `serve` on the chief, the
+    # chief's `address:port` elsewhere.
+    queue: Optional[Annotated[str, StringConstraints(pattern=r"^(serve|[A-Za-z0-9.:\[\]-]{1,300})$")]] = field(
+        None, expected="'serve' or the chief's address:port")
+    # The trials this host trains (static placement, before the queue); default: all.
     only: Optional[List[str]] = field(None, expected="a list of trial names", min_length=1)
+
+    @property
+    def uses_study(self) -> bool:
+        """Anything beyond the plain grid trained to the end needs the study (trainer/study.py)."""
+        return (self.sampler != "grid" or self.pruner != "none" or bool(self.hyperparameters) or self.trials is not None
+                or self.learning_rate is not None or isinstance(self.batch_per_replica, Range) or self.mode == "parallel")
 
 
 class TrainConfig(_Strict):
@@ -178,7 +258,12 @@ def env_overrides(environ: dict[str, str]) -> list[tuple[str, Any]]:
 
 
 def load_config(path: str | None, overrides: list[tuple[str, Any]] = ()) -> TrainConfig:
+    from trainer import space
     data = read_config_file(path) if path else {}
     for dotted, value in overrides:
         data = apply_override(data, dotted, value)
-    return validate(TrainConfig, data, where=path or "config", error=ConfigError)
+    cfg = validate(TrainConfig, data, where=path or "config", error=ConfigError)
+    found = space.problems(cfg)
+    if found:
+        raise ConfigError([p.line(path or "config") for p in found])
+    return cfg

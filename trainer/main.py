@@ -90,18 +90,40 @@ def log(message: str) -> None:
     print(message, flush=True)
 
 
+def search_with(cfg: TrainConfig, info: ClusterInfo, strategy, data, chief: bool):
+    """(this worker's state, every trial's record, the search's settings, whether this worker
+    writes results.json): the plain grid (search.run_search), or a search a study drives."""
+    from trainer.search import run_search
+    if not cfg.search.uses_study:
+        state = run_search(cfg, info.task_name, strategy, data, chief, log)
+        return state, None, {}, chief
+    from trainer import study_loop
+    from trainer.study import rungs
+    settings = {"sampler": cfg.search.sampler, "pruner": cfg.search.pruner, "trials": study_loop.budget(cfg),
+                "min_epochs": cfg.search.min_epochs, "reduction_factor": cfg.search.reduction_factor,
+                "max_epochs": study_loop.space.max_epochs(cfg), "rungs": rungs(cfg)}
+    if cfg.search.mode == "parallel":
+        state, records, hosts = study_loop.run_parallel(cfg, info.task_name, strategy, data, log)
+        lost = {h: retries for h, retries in hosts.items() if retries}
+        return state, records, {**settings, "hosts": sorted(hosts), "lost": lost}, cfg.search.queue in (None, "serve")
+    state, records = study_loop.run_sync(cfg, info.task_name, strategy, data, chief, log)
+    return state, records, settings, chief
+
+
 def run(cfg: TrainConfig, info: ClusterInfo) -> int:
     # Imported here: TensorFlow takes seconds to import, bad input should not wait for it.
     log(f"[{info.task_name}] importing TensorFlow")
     from trainer import data as data_mod, models, strategy as strategy_mod
     from trainer.results import leaderboard, results_doc, write_json_atomic
-    from trainer.search import remove_backups, run_search
+    from trainer.search import remove_backups
 
     started = dt.datetime.now(dt.timezone.utc)
     chief = is_chief(info)
     for name in cfg.candidates:
         models.resolve(name)  # unknown candidates fail before the cluster forms
     expand(cfg)  # and so does a search.only naming no trial
+    for candidate, values in cfg.search.hyperparameters.items():
+        models.check_hyperparameters(candidate, values)   # so does an argument a builder does not take
     gpus = strategy_mod.check_gpus(os.environ.get("TFC_EXPECT_GPUS"))
     strategy = strategy_mod.build(cfg, info, gpus, log)
     replicas = strategy.num_replicas_in_sync
@@ -114,11 +136,16 @@ def run(cfg: TrainConfig, info: ClusterInfo) -> int:
     if data.skipped:
         log(f"[{info.task_name}] data: skipped {len(data.skipped)} file(s) that cannot be decoded: "
             + ", ".join(data.skipped[:10]) + (" …" if len(data.skipped) > 10 else ""))
-    state = run_search(cfg, info.task_name, strategy, data, chief, log)
     if chief:
-        doc = results_doc(state, info.num_workers or 1, replicas, data, started, cfg.search.mode, cfg.precision)
+        from trainer import hparams
+        hparams.write_experiment(cfg, Path(cfg.results_dir) / "tensorboard")
+    state, records, search, writer = search_with(cfg, info, strategy, data, chief)
+    if writer:
+        workers = len(search.get("hosts", [])) if cfg.search.mode == "parallel" else info.num_workers or 1
+        doc = results_doc(state, workers, replicas, data, started, cfg.search.mode, cfg.precision, records,
+                          search or None)
         write_json_atomic(Path(cfg.results_dir) / "results.json", doc)
-        log("\n" + leaderboard(state.done))
+        log("\n" + leaderboard(doc["candidates"]))
         log(f"best: {doc['best']['candidate']} (val_accuracy {doc['best']['val_accuracy']:.4f}); "
             f"results in {cfg.results_dir}")
     remove_backups(cfg, info.task_name)

@@ -25,20 +25,23 @@ def head(num_classes: int) -> list:
     return [layers.Dense(num_classes), layers.Activation("softmax", dtype="float32")]
 
 
-def small_cnn(input_shape, num_classes, weights="none"):
+def small_cnn(input_shape, num_classes, weights="none", width=64, dropout=0.0):
+    """width: units of the hidden dense layer; dropout: before the classifier."""
     return tf.keras.Sequential([
         layers.Input(input_shape),
         layers.Conv2D(32, 3, activation="relu"),
         layers.MaxPooling2D(),
         layers.Flatten(),
-        layers.Dense(64, activation="relu"),
+        layers.Dense(int(width), activation="relu"),
+        *([layers.Dropout(float(dropout))] if dropout else []),
         *head(num_classes),
     ], name="small_cnn")
 
 
-def deep_cnn(input_shape, num_classes, weights="none"):
+def deep_cnn(input_shape, num_classes, weights="none", width=128, dropout=0.0):
+    """width: filters of the first convolution (then ×2, ×4); dropout: before the classifier."""
     model = tf.keras.Sequential([layers.Input(input_shape)], name="deep_cnn")
-    for filters in (128, 256, 512):
+    for filters in (int(width), 2 * int(width), 4 * int(width)):
         # Without batch normalisation this deep, globally pooled stack fell into the all-classes-
         # equal answer on small data (val_loss stuck at ln(classes), measured on the simulation's
         # default run). A low momentum lets the statistics used at evaluation catch up within the
@@ -48,13 +51,15 @@ def deep_cnn(input_shape, num_classes, weights="none"):
         model.add(layers.Activation("relu"))
         model.add(layers.MaxPooling2D())
     model.add(layers.GlobalAveragePooling2D())
+    if dropout:
+        model.add(layers.Dropout(float(dropout)))
     for layer in head(num_classes):
         model.add(layer)
     return model
 
 
 def _application(app: Callable, name: str):
-    def build(input_shape, num_classes, weights="none"):
+    def build(input_shape, num_classes, weights="none", dropout=0.0):
         inputs = layers.Input(input_shape)
         x = inputs
         if weights == "imagenet":
@@ -67,6 +72,8 @@ def _application(app: Callable, name: str):
                    input_shape=tuple(x.shape[1:]))
         base.trainable = weights == "none"  # pretrained: train the new head only
         x = layers.GlobalAveragePooling2D()(base(x))
+        if dropout:
+            x = layers.Dropout(float(dropout))(x)
         for layer in head(num_classes):
             x = layer(x)
         return tf.keras.Model(inputs, x, name=name)
@@ -103,9 +110,26 @@ def resolve(name: str) -> Builder:
     return builder
 
 
-def build(name: str, input_shape, num_classes: int, weights: str) -> tf.keras.Model:
+def check_hyperparameters(name: str, names) -> None:
+    """A builder must take every hyperparameter the search gives it (said before the cluster forms)."""
+    import inspect
     builder = resolve(name)
-    model = builder(input_shape, num_classes, weights) if name in REGISTRY else builder(input_shape, num_classes)
+    try:
+        params = inspect.signature(builder).parameters
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = [n for n in names if n not in params]
+    if unknown:
+        raise ConfigError(f"search.hyperparameters.{name}.{unknown[0]}: Received an argument {name} does not take. "
+                          f"Expected one of: {', '.join(p for p in params if p not in ('input_shape', 'num_classes'))}.")
+
+
+def build(name: str, input_shape, num_classes: int, weights: str, hyperparameters: dict | None = None) -> tf.keras.Model:
+    builder, own = resolve(name), dict(hyperparameters or {})
+    model = builder(input_shape, num_classes, weights, **own) if name in REGISTRY else \
+        builder(input_shape, num_classes, **own)
     if not isinstance(model, tf.keras.Model):
         raise ConfigError(f"candidates: {name!r} returned {type(model).__name__}. Expected a tf.keras model "
                           "(with TF_USE_LEGACY_KERAS=1, build it with tf.keras, not `import keras`).")

@@ -41,6 +41,8 @@ class Progress:
     schema: int = SCHEMA
     # the last RECENT epochs: [trial_index, trial, epoch, epochs, loss, accuracy, val_loss, val_accuracy, img/s]
     recent: list = field(default_factory=list)
+    # the chief of a search a study drives: {done, pruned, running, left, best, best_val_accuracy}
+    search: dict = field(default_factory=dict)
 
     @property
     def fraction(self) -> float:
@@ -69,25 +71,42 @@ def parse(text: str) -> Optional[Progress]:
         doc = json.loads(text)
         if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
             return None
-        values = {f.name: doc[f.name] for f in fields(Progress)}
+        values = {f.name: doc[f.name] if f.name != "search" else doc.get("search", {}) for f in fields(Progress)}
         kinds = {f.name: f.type for f in fields(Progress)}
         for name, value in values.items():
-            want = {"str": str, "int": int, "float": (int, float), "bool": bool, "list": list}[kinds[name]]
-            if not isinstance(value, want) or (kinds[name] != "bool" and isinstance(value, bool)):
+            want = {"str": str, "int": int, "float": (int, float), "bool": bool, "list": list, "dict": dict}[kinds[name]]
+            if not isinstance(value, want) or (kinds[name] != "bool" and isinstance(value, bool)) \
+                    or not _sane(value):
                 return None
-        if not all(_epoch_entry(e) for e in values["recent"]):
+        if not all(_epoch_entry(e) for e in values["recent"]) or not _search_summary(values["search"]):
             return None
         return Progress(**values)
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         return None
 
 
 ENTRY = (int, str, int, int, float, float, float, float, float)
+LARGEST = 1e12      # no count, time or rate the trainer writes comes near it
+
+
+def _sane(value) -> bool:
+    """A number the trainer could have written: finite and of a sane size; text of a sane length."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return math.isfinite(value) and abs(value) <= LARGEST
+    return not isinstance(value, str) or len(value) <= 300
+
+
+SUMMARY = {"done": int, "pruned": int, "running": int, "left": int, "best": str, "best_val_accuracy": (int, float)}
+
+
+def _search_summary(doc: dict) -> bool:
+    return not doc or (set(doc) == set(SUMMARY) and all(isinstance(doc[k], t) and not isinstance(doc[k], bool)
+                                                        and _sane(doc[k]) for k, t in SUMMARY.items()))
 
 
 def _epoch_entry(entry) -> bool:
     return (isinstance(entry, list) and len(entry) == len(ENTRY)
-            and all(isinstance(v, (int, float) if k is float else k) and not isinstance(v, bool)
+            and all(isinstance(v, (int, float) if k is float else k) and not isinstance(v, bool) and _sane(v)
                     for v, k in zip(entry, ENTRY)))
 
 
@@ -99,6 +118,7 @@ class Tracker:
         self.task, self.trials, self.restarts = task, trials, restarts
         self.epoch_seconds: list[float] = []
         self.recent: list[list] = []
+        self.search: dict = {}       # the chief's view of a search a study drives (Study.counts)
 
     def epoch_done(self, trial_index: int, trial: str, epoch: int, epochs: int, seconds: float,
                    images_per_second: float, logs: dict) -> None:
@@ -108,13 +128,14 @@ class Tracker:
         self.recent = (self.recent + [[trial_index, trial, epoch, epochs, *metrics, round(images_per_second, 1)]])[-RECENT:]
         self._write(Progress(self.task, trial_index, self.trials, trial, epoch, epochs,
                              sum(self.epoch_seconds) / len(self.epoch_seconds), round(images_per_second, 1),
-                             *metrics, self.restarts, time.time(), recent=self.recent))
+                             *metrics, self.restarts, time.time(), recent=self.recent, search=self.search))
 
     def finished(self) -> None:
         if self.path.exists():
             current = parse(self.path.read_text())
             if current:
-                self._write(Progress(**{**asdict(current), "done": True, "updated": time.time()}))
+                self._write(Progress(**{**asdict(current), "done": True, "updated": time.time(),
+                                        "search": self.search or current.search}))
 
     def _write(self, progress: Progress) -> None:
         try:

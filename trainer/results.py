@@ -1,5 +1,6 @@
-"""results.json: its one owner. The trainer writes it (`results_doc`), the launcher merges the
-hosts' documents of a parallel search (`merge_parallel`), the report reads it (`load`).
+"""results.json: its one owner. The trainer writes it (`results_doc`: on the chief, which in a
+parallel search knows every host's trials through its queue), the report reads it (`load`), and
+the one rule for the best trial (`ranked`, `best`) is here for every reader.
 
 Schema 1: {schema, mode, best, candidates[], workers, replicas, restarts, class_names, images,
 started, finished, tensorflow}; each candidate has at least the keys in CANDIDATE_KEYS, and its
@@ -8,6 +9,7 @@ started, finished, tensorflow}; each candidate has at least the keys in CANDIDAT
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -19,8 +21,60 @@ from typing import Iterator
 from trainer.errors import BadInput
 
 SCHEMA = 1
-CANDIDATE_KEYS = {"candidate": str, "val_accuracy": (int, float), "val_loss": (int, float),
-                  "train_seconds": (int, float), "images_per_second": (int, float), "params": int, "epochs": int}
+NUMBER, TEXT = (int, float), str
+CANDIDATE_KEYS = {"candidate": TEXT, "val_accuracy": NUMBER, "val_loss": NUMBER, "train_seconds": NUMBER,
+                  "images_per_second": NUMBER, "params": int, "epochs": int}
+# Top-level keys a reader uses, when present: (type, what is expected, a check of the value).
+OPTIONAL_KEYS = {"workers": (int, "an integer ≥ 1", lambda v: v >= 1), "replicas": (int, "an integer ≥ 1", lambda v: v >= 1),
+                 "restarts": (int, "an integer ≥ 0", lambda v: v >= 0), "mode": (str, "'sync' or 'parallel'",
+                 lambda v: v in ("sync", "parallel")), "started": (str, "a time", lambda v: len(v) <= 64),
+                 "finished": (str, "a time", lambda v: len(v) <= 64), "precision": (str, "a precision name", lambda v: len(v) <= 64),
+                 "class_names": (list, "a list of names", lambda v: all(isinstance(n, str) for n in v)),
+                 "images": (dict, "a mapping of counts", lambda v: all(isinstance(n, int) for n in v.values()))}
+EXPECTED = {TEXT: "text", NUMBER: "a number", int: "an integer"}
+STATES = ("complete", "pruned", "retried", "failed", "running", "waiting")
+# A trial's keys a reader uses, when present (a search a study drove writes them).
+OPTIONAL_RECORD_KEYS = {
+    "state": (str, f"one of {', '.join(STATES)}", lambda v: v in STATES),
+    "curve": (list, "a list of numbers", lambda v: len(v) <= 100_000 and all(_number(x) for x in v)),
+    "hyperparameters": (dict, "a mapping of values", lambda v: all(isinstance(k, str) and (_number(x) or isinstance(x, str))
+                                                                  for k, x in v.items())),
+    "host": (str, "a host name", lambda v: len(v) <= 64),
+}
+SEARCH_KEYS = {"sampler": str, "pruner": str, "trials": int, "reduction_factor": int, "min_epochs": int,
+               "max_epochs": int, "rungs": list, "hosts": list, "lost": dict}
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _search_ok(search) -> bool:
+    return isinstance(search, dict) and all(isinstance(search[k], t) and not isinstance(search[k], bool)
+                                            for k, t in SEARCH_KEYS.items() if k in search) \
+        and all(isinstance(r, int) for r in search.get("rungs", [])) \
+        and all(isinstance(h, str) and isinstance(v, list) and all(isinstance(n, str) for n in v)
+                for h, v in search.get("lost", {}).items())
+
+
+def rank_key(record: dict) -> tuple:
+    """The one rule for the best trial: highest val_accuracy, then lowest val_loss; a trial whose
+    figures are not numbers (NaN: it diverged) ranks last. Sorting is stable: ties keep trial order."""
+    acc, loss = record["val_accuracy"], record["val_loss"]
+    return (-acc if math.isfinite(acc) else math.inf, loss if math.isfinite(loss) else math.inf)
+
+
+def ranked(records: list[dict]) -> list[dict]:
+    return sorted(records, key=rank_key)
+
+
+def best(records: list[dict]) -> dict:
+    return ranked(records)[0]
+
+
+def better(record: dict, than) -> bool:
+    """Whether `record` ranks above `than` (None: there is nothing yet)."""
+    return than is None or rank_key(record) < rank_key(than)
 
 
 class ResultsError(BadInput):
@@ -50,15 +104,21 @@ def write_dir(results_dir: Path, chief: bool) -> Iterator[Path]:
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def results_doc(state, workers: int, replicas: int, data, started, mode: str, precision: str = "float32") -> dict:
-    """results.json: schema 1. `restarts` counts how often the search was resumed."""
+def results_doc(state, workers: int, replicas: int, data, started, mode: str, precision: str = "float32",
+                records: list | None = None, search: dict | None = None) -> dict:
+    """results.json: schema 1. `restarts` counts how often the search was resumed. A search a
+    study drove gives every trial's record (`records`, each with its `state`) and its settings
+    (`search`: sampler, pruner, rungs, the hosts lost)."""
     import datetime as dt
     import tensorflow as tf
-    best = max(state.done, key=lambda r: r["val_accuracy"])
+    records = records if records is not None else state.done
+    top = best(records)
+    extra = {"search": search} if search is not None else {}
     return {
         "schema": SCHEMA,
-        "best": {"candidate": best["candidate"], "val_accuracy": best["val_accuracy"]},
-        "candidates": state.done,
+        "best": {"candidate": top["candidate"], "val_accuracy": top["val_accuracy"],
+                 **({"host": top["host"]} if top.get("host") else {})},
+        "candidates": records, **extra,
         "workers": workers, "replicas": replicas,
         "restarts": state.starts - 1,
         "mode": mode,
@@ -77,6 +137,8 @@ def load(folder: Path) -> dict:
     path = Path(folder) / "results.json"
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise ResultsError(f"{path}: Received JSON nested too deep. Expected a tfcompose results.json.") from None
     except (OSError, ValueError) as exc:
         raise ResultsError(f"{path}: cannot read results ({exc}). Expected a run folder from `tfcompose collect` "
                            "or the simulation's runs/local.") from None
@@ -92,28 +154,29 @@ def check(doc, where: str) -> None:
         bad = [k for k, kind in CANDIDATE_KEYS.items() if not isinstance(record, dict) or not isinstance(record.get(k), kind)
                or isinstance(record.get(k), bool)]
         if bad:
-            raise ResultsError(f"{where}: candidates[{i}].{bad[0]}: Received "
-                               f"{record.get(bad[0]) if isinstance(record, dict) else record!r}. Expected a {CANDIDATE_KEYS[bad[0]]}.")
+            got = record.get(bad[0]) if isinstance(record, dict) else record
+            raise ResultsError(f"{where}: candidates[{i}].{bad[0]}: Received {_shown(got)}. "
+                               f"Expected {EXPECTED[CANDIDATE_KEYS[bad[0]]]}.")
+        for key, (kind, expected, fits) in OPTIONAL_RECORD_KEYS.items():
+            value = record.get(key)
+            if value is not None and (not isinstance(value, kind) or not fits(value)):
+                raise ResultsError(f"{where}: candidates[{i}].{key}: Received {_shown(value)}. Expected {expected}.")
         history = record.get("history", "")
         if not isinstance(history, str) or history.startswith("/") or ".." in history.split("/"):
-            raise ResultsError(f"{where}: candidates[{i}].history: Received {history!r}. Expected a path inside the run folder.")
+            raise ResultsError(f"{where}: candidates[{i}].history: Received {_shown(history)}. "
+                               "Expected a path inside the run folder.")
+    if "search" in doc and not _search_ok(doc["search"]):
+        raise ResultsError(f"{where}: search: Received {_shown(doc['search'])}. Expected the search's settings "
+                           "(sampler, pruner, trials, rungs, the hosts lost).")
+    for key, (kind, expected, fits) in OPTIONAL_KEYS.items():
+        value = doc.get(key)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool) or not fits(value)):
+            raise ResultsError(f"{where}: {key}: Received {_shown(value)}. Expected {expected}.")
 
 
-def merge_parallel(docs: dict[str, dict], order: list[str], placement: dict[str, list[str]]) -> dict:
-    """One document from every host's own (search.mode parallel): trials in placement order,
-    each naming its host, the best over all of them."""
-    records = [dict(r, host=h, history=f"hosts/{h}/{r['history']}" if r.get("history") else "")
-               for h, d in docs.items() for r in d["candidates"]]
-    rank = {name: i for i, name in enumerate(order)}
-    records.sort(key=lambda r: rank.get(r["candidate"], len(rank)))
-    best = max(records, key=lambda r: r["val_accuracy"])
-    first = next(iter(docs.values()))
-    return {**first, "mode": "parallel", "candidates": records, "workers": len(docs),
-            "replicas": sum(d.get("replicas", 1) for d in docs.values()),
-            "best": {"candidate": best["candidate"], "val_accuracy": best["val_accuracy"], "host": best["host"]},
-            "placement": placement, "restarts": max(d.get("restarts", 0) for d in docs.values()),
-            "started": min(str(d.get("started", "")) for d in docs.values()),
-            "finished": max(str(d.get("finished", "")) for d in docs.values())}
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
 
 
 def write_json_atomic(path: Path, doc: dict) -> None:
@@ -127,7 +190,7 @@ def leaderboard(records: list[dict]) -> str:
     header = ["rank", "candidate", "val_acc", "val_loss", "train_s", "img/s", "params"]
     rows = [[str(i), r["candidate"], f"{r['val_accuracy']:.4f}", f"{r['val_loss']:.4f}",
              f"{r['train_seconds']:.1f}", f"{r['images_per_second']:.0f}", f"{r['params']:,}"]
-            for i, r in enumerate(sorted(records, key=lambda r: -r["val_accuracy"]), start=1)]
+            for i, r in enumerate(ranked(records), start=1)]
     widths = [max(len(row[c]) for row in [header, *rows]) for c in range(len(header))]
     line = lambda row: "  ".join(cell.ljust(w) if c < 2 else cell.rjust(w) for c, (cell, w) in enumerate(zip(row, widths)))  # noqa: E731
     return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])

@@ -19,13 +19,14 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from trainer import models
+from trainer import hparams, models
 from trainer.backup import OwnCopyBackupAndRestore, SearchState
 from trainer.config import TrainConfig
 from trainer.data import Data
 from trainer.errors import ConfigError
 from trainer.profile import StepProfiler
 from trainer.progress import Tracker
+from trainer import results
 from trainer.results import safe_name, write_dir
 from trainer.trials import Trial, expand
 
@@ -129,12 +130,13 @@ class Outcome:
     model: tf.keras.Model = field(repr=False)
 
 
-def compile_candidate(name: str, learning_rate: float, cfg: TrainConfig, data: Data, strategy) -> tf.keras.Model:
+def compile_candidate(name: str, learning_rate: float, cfg: TrainConfig, data: Data, strategy,
+                      hyperparameters: Optional[dict] = None) -> tf.keras.Model:
     # Layers take the global policy when they are made; under mixed_float16, compile wraps the
     # optimizer in a LossScaleOptimizer by itself.
     tf.keras.mixed_precision.set_global_policy(cfg.precision)
     with strategy.scope():
-        model = models.build(name, data.input_shape, data.num_classes, cfg.weights)
+        model = models.build(name, data.input_shape, data.num_classes, cfg.weights, hyperparameters)
         if model.output_shape[-1] != data.num_classes:
             raise ConfigError(f"candidates: {name!r} outputs {model.output_shape[-1]} classes. "
                               f"Expected {data.num_classes} (one per class folder).")
@@ -178,28 +180,34 @@ def confusion_matrix(model: tf.keras.Model, val: tf.data.Dataset, classes: int) 
     return matrix.tolist()
 
 
-def trial_callbacks(trial: Trial, cfg: TrainConfig, strategy, backups: Path, out: Path, progress) -> list:
+def trial_callbacks(trial: Trial, cfg: TrainConfig, strategy, backups: Path, out: Path, progress, extra=()) -> list:
     backup = OwnCopyBackupAndRestore(str(backups / safe_name(trial.name)), strategy)
     stop = [tf.keras.callbacks.EarlyStopping(monitor="val_accuracy", mode="max", patience=cfg.search.patience,
                                              restore_best_weights=True)] if cfg.search.patience else []
     first = FirstStepLog(trial.name, progress.task, progress.log)
     profile = [StepProfiler(*cfg.profile_steps, Path(cfg.results_dir) / "profile" / task_folder(progress.task))
                ] if cfg.profile_steps else []
-    return [backup, progress, first, *stop, *profile] + tensorboard_callback(out / "tensorboard" / safe_name(trial.name))
+    board = out / "tensorboard" / safe_name(trial.name)
+    boards = tensorboard_callback(board)
+    return [backup, progress, first, *stop, *profile, *extra, *boards, *(hparams.callback(trial, board) if boards else [])]
 
 
 def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str, chief: bool, log,
-                backups: Path, tracking: tuple[Optional[Tracker], int] = (None, 1)) -> Outcome:
+                backups: Path, tracking: tuple[Optional[Tracker], int] = (None, 1), epochs: Optional[int] = None,
+                extra=()) -> Outcome:
+    """Train and evaluate one trial; `epochs` (default cfg.epochs) and `extra` callbacks (the
+    study's pruning) come from a search that uses the study."""
+    epochs = epochs or cfg.epochs
     tf.keras.utils.set_random_seed(cfg.seed)  # the same initial weights on every worker
-    model = compile_candidate(trial.candidate, trial.learning_rate, cfg, data, strategy)
+    model = compile_candidate(trial.candidate, trial.learning_rate, cfg, data, strategy, trial.hyperparameters)
     train, val = data.batches(trial.batch_per_replica * strategy.num_replicas_in_sync)
     history = f"history/{safe_name(trial.name)}.csv"
     with write_dir(Path(cfg.results_dir), chief) as out:
-        progress = EpochProgress(trial.name, task, data.train_count, cfg.epochs, log, out / history if chief else None,
+        progress = EpochProgress(trial.name, task, data.train_count, epochs, log, out / history if chief else None,
                                  *tracking)
-        callbacks = trial_callbacks(trial, cfg, strategy, backups, out, progress)
+        callbacks = trial_callbacks(trial, cfg, strategy, backups, out, progress, extra)
         started = time.monotonic()
-        model.fit(train, validation_data=val, epochs=cfg.epochs, callbacks=callbacks, verbose=0)
+        model.fit(train, validation_data=val, epochs=epochs, callbacks=callbacks, verbose=0)
         train_seconds = time.monotonic() - started
         scores = model.evaluate(val, verbose=0, return_dict=True)
         matrix = confusion_matrix(model, val, data.num_classes)
@@ -210,8 +218,8 @@ def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str,
         "val_accuracy": float(scores["accuracy"]), "val_loss": float(scores["loss"]),
         "train_seconds": round(train_seconds, 3),
         "images_per_second": round(data.train_count * epochs_run / max(sum(progress.train_seconds), 1e-9), 1),
-        "epochs": cfg.epochs, "epochs_run": epochs_run, "resumed_from_epoch": resumed,
-        "stopped_early": resumed + epochs_run < cfg.epochs, "params": int(model.count_params()), "history": history,
+        "epochs": epochs, "epochs_run": epochs_run, "resumed_from_epoch": resumed,
+        "stopped_early": resumed + epochs_run < epochs, "params": int(model.count_params()), "history": history,
         # Every worker runs it, the chief keeps it: reading batch normalisation's moving statistics
         # (sync-on-read variables) is an all-reduce under MWMS, so one worker alone would hang or
         # mismatch the others' next collective (measured: "Shape mismatch in the collective").
@@ -231,10 +239,11 @@ def save_best(model: tf.keras.Model, cfg: TrainConfig, chief: bool) -> None:
             model.export(str(out / "saved_model"))
 
 
-def load_state(cfg: TrainConfig, task: str, strategy, trials: list[Trial]) -> SearchState:
-    """This worker's search state, agreed with the others', counting this start."""
+def load_state(cfg: TrainConfig, task: str, strategy, trials: Optional[list[Trial]]) -> SearchState:
+    """This worker's search state, agreed with the others', counting this start. `trials`: the
+    grid's, when known in advance (a study hands trials out one by one: None)."""
     state = SearchState.load(backup_root(cfg, task) / "search_state.json")
-    if [r["candidate"] for r in state.done] != [t.name for t in trials[:len(state.done)]]:
+    if trials is not None and [r["candidate"] for r in state.done] != [t.name for t in trials[:len(state.done)]]:
         state.done = []  # the candidate list changed: what was done no longer applies
     state.agree(strategy)
     state.starts += 1
@@ -248,14 +257,14 @@ def run_search(cfg: TrainConfig, task: str, strategy, data: Data, chief: bool, l
     if state.done:
         log(f"[{task}] resuming (start {state.starts}): {len(state.done)} candidate(s) already finished: "
             + ", ".join(r["candidate"] for r in state.done))
-    best = max((r["val_accuracy"] for r in state.done), default=None)
+    best = results.best(state.done) if state.done else None
     tracker = Tracker(Path(cfg.results_dir), task, len(trials), restarts=state.starts - 1)
     for index, trial in enumerate(trials[len(state.done):], start=len(state.done) + 1):
         outcome = train_trial(trial, cfg, data, strategy, task, chief, log, backup_root(cfg, task), (tracker, index))
         outcome.record["start"] = state.starts
-        if best is None or outcome.record["val_accuracy"] > best:  # the same decision on every worker
+        if results.better(outcome.record, best):  # the figures are the same on every worker: so is this
             save_best(outcome.model, cfg, chief)
-            best, state.best_model = outcome.record["val_accuracy"], trial.name
+            best, state.best_model = outcome.record, trial.name
         state.done.append(outcome.record)
         state.save()
     tracker.finished()

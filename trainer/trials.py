@@ -2,8 +2,9 @@
 the launcher places trials on hosts with these."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from trainer import space
 from trainer.config import TrainConfig
 from trainer.errors import ConfigError
 
@@ -16,16 +17,20 @@ class Trial:
     candidate: str
     learning_rate: float
     batch_per_replica: int
+    hyperparameters: dict = field(default_factory=dict)   # the candidate's own (a builder's arguments)
+    number: int = 0                                       # the study's trial number (0: a grid without one)
+
+    @classmethod
+    def of(cls, name: str, candidate: str, values: dict, number: int = 0) -> "Trial":
+        """From the values a grid point or a sampler chose (space.dimensions' names)."""
+        own = {k: v for k, v in values.items() if k not in ("learning_rate", "batch_per_replica")}
+        return cls(name, candidate, float(values["learning_rate"]), int(values["batch_per_replica"]), own, number)
 
 
 def expand(cfg: TrainConfig, only: bool = True) -> list[Trial]:
-    """Every trial of the search, in order; `search.only` (one host's share) filters them."""
+    """Every trial of a grid, in order; `search.only` (one host's share) filters them."""
     search = cfg.search
-    named = bool(search.learning_rates or search.batch_per_replica)
-    trials = [Trial(f"{c}@lr={lr:g},bs={bs}" if named else c, c, lr, bs)
-              for c in cfg.candidates
-              for lr in (search.learning_rates or [cfg.learning_rate])
-              for bs in (search.batch_per_replica or [cfg.batch_per_replica])]
+    trials = [Trial.of(p["name"], p["candidate"], p["values"]) for p in space.grid(cfg)]
     if only and search.only:
         names = {t.name for t in trials}
         unknown = [n for n in search.only if n not in names]

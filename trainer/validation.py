@@ -49,6 +49,7 @@ class Problem:
 
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_UNION_TAG = re.compile(r"^[a-z-]+\[.*\]$")
 
 
 def format_path(loc: Sequence[Any]) -> str:
@@ -95,17 +96,29 @@ def _walk(model: type[BaseModel], loc: Sequence[Any]):
     List indices are kept; union member tags ('int', "literal['all']", ...) end the walk, so
     that every branch of a union reports as the one field it belongs to.
     """
-    models, info, clean = [model], None, []
+    models, info, clean, keys = [model], None, [], 0
     for part in loc:
         if isinstance(part, int):
+            clean.append(part)
+            continue
+        if keys:                        # a key of a mapping field (hyperparameters' candidate, …)
+            keys -= 1
             clean.append(part)
             continue
         hit = next((m.model_fields[part] for m in models if part in m.model_fields), None)
         if hit is None:
             break
-        info, models = hit, _models_in(hit.annotation)
+        info, models, keys = hit, _models_in(hit.annotation), _mapping_depth(hit.annotation)
         clean.append(part)
     return info, tuple(clean)
+
+
+def _mapping_depth(annotation: Any) -> int:
+    """How many levels of keys a (possibly optional) dict field nests: dict[str, dict[str, X]] → 2."""
+    for arg in (annotation, *typing.get_args(annotation)):
+        if typing.get_origin(arg) is dict:
+            return 1 + _mapping_depth(typing.get_args(arg)[1])
+    return 0
 
 
 def _field_for(model: type[BaseModel], loc: Sequence[Any]):
@@ -136,7 +149,8 @@ def problems(model: type[BaseModel], exc: pydantic.ValidationError, data: Any = 
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
         if err["type"] == "extra_forbidden":
-            received, clean = f"Unknown key {loc[-1]!r}", loc
+            # pydantic names the branch of a union it tried (`function-after[…]`): not a field
+            received, clean = f"Unknown key {loc[-1]!r}", tuple(p for p in loc if not _UNION_TAG.match(str(p)))
         else:
             clean = _walk(model, loc)[1] or loc
             received = "Missing" if err["type"] == "missing" else "Received " + describe_value(

@@ -20,7 +20,7 @@ PART = ".tfcompose-part"        # a file still arriving; not part of the data
 CHUNK = 1 << 20
 
 
-def manifest(root, cache_path=None, follow_file_links=False):
+def manifest(root, cache_path=None, follow_file_links=False, on_file=None):
     """{"files": {rel: [size, sha256]}, "other": [rel], "empty_dirs": [rel], "unreadable": [rel]}.
     follow_file_links: a symlink to a file counts as that file (the launcher's source, whose links
     were checked to stay inside it); on a host, a link is "other" and a copy does not hold one."""
@@ -39,6 +39,8 @@ def manifest(root, cache_path=None, follow_file_links=False):
             if rel in (MARKER,) or name.endswith(PART):
                 continue
             _add(doc, fresh, cache, os.path.join(dirpath, name), rel, follow_file_links)
+            if on_file:
+                on_file()
     if cache_path:
         _save_cache(cache_path, fresh)
     return doc
@@ -105,5 +107,32 @@ def digest(doc):
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def valid(doc):
+    """Whether `doc` has the manifest's shape and types (what a host answers is checked by it)."""
+    def names(key):
+        return isinstance(doc.get(key), list) and all(isinstance(n, str) for n in doc[key])
+    if not isinstance(doc, dict) or not isinstance(doc.get("files"), dict):
+        return False
+    entries_ok = all(isinstance(v, list) and len(v) == 2 and type(v[0]) is int and v[0] >= 0 and isinstance(v[1], str)
+                     and len(v[1]) == 64 for v in doc["files"].values())
+    return entries_ok and names("other") and names("empty_dirs") and names("unreadable")
+
+
+class Heartbeat:
+    """A dot on stderr every few seconds while files are hashed: the launcher takes a host that
+    says nothing for long as stuck, and hashing a large dataset the first time takes a while."""
+
+    def __init__(self, every=5.0):
+        import time
+        self.clock, self.every, self.last = time.monotonic, every, time.monotonic()
+
+    def __call__(self):
+        if self.clock() - self.last >= self.every:
+            self.last = self.clock()
+            sys.stderr.write(".")
+            sys.stderr.flush()
+
+
 if __name__ == "__main__":
-    json.dump(manifest(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None), sys.stdout, separators=(",", ":"))
+    doc = manifest(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None, on_file=Heartbeat())
+    json.dump(doc, sys.stdout, separators=(",", ":"))

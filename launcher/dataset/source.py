@@ -13,6 +13,8 @@ from launcher.errors import InventoryError
 from launcher.files import cache_root
 
 SHOWN = 5                       # problems named at once
+NAME_MAX = 255                  # bytes in one file name on the hosts' file systems
+
 
 def source_problems(root: Path) -> list[str]:
     """What makes a folder unfit to be copied exactly: said per path, cheaply (no file is read)."""
@@ -34,18 +36,34 @@ def source_problems(root: Path) -> list[str]:
 
 
 def _entry_problems(root: Path, path: Path, name: str) -> list[str]:
+    shown = repr(str(path))[1:-1]       # a name that is not text is shown escaped, never raw
     if any(ord(c) < 32 or ord(c) == 127 for c in name) or name.endswith(dd.PART) or name == dd.MARKER:
-        return [f"{path}: a name tfcompose cannot copy safely (control characters or its own temporary names)"]
+        return [f"{shown}: a name tfcompose cannot copy safely (control characters or its own temporary names)"]
+    if not _is_text(name):
+        return [f"{shown}: a name that is not UTF-8 text (the hosts and the manifest name files as text)"]
+    if len((name + dd.PART).encode()) > NAME_MAX:
+        return [f"{shown}: a name too long to copy (with the temporary suffix it would pass {NAME_MAX} bytes)"]
     st = path.lstat()
     if stat.S_ISLNK(st.st_mode):
-        target = path.resolve()
+        try:
+            target = path.resolve(strict=True)
+        except (OSError, RuntimeError):         # a loop, or a link to nothing
+            return [f"{shown}: a symlink that loops or points at nothing"]
         if not target.is_relative_to(root.resolve()) or not target.is_file():
-            return [f"{path}: a symlink that leaves the folder or points at no file"]
+            return [f"{shown}: a symlink that leaves the folder or points at no file"]
     elif not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
         return [f"{path}: neither a file nor a folder"]
     if not os.access(path, os.R_OK):
-        return [f"{path}: cannot be read"]
+        return [f"{shown}: cannot be read"]
     return []
+
+
+def _is_text(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+        return True
+    except UnicodeEncodeError:           # os.walk gives undecodable bytes as surrogates
+        return False
 
 
 def source_manifest(root: Optional[Path], inventory: Path) -> Optional[dict]:
@@ -55,14 +73,18 @@ def source_manifest(root: Optional[Path], inventory: Path) -> Optional[dict]:
         return None
     problems = source_problems(root)
     if not problems:
-        cache = _local_cache(root)
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        doc = dd.manifest(str(root.resolve()), str(cache), follow_file_links=True)
+        doc = dd.manifest(str(root.resolve()), _local_cache(root), follow_file_links=True)
         problems = [f"{root / rel}: cannot be read" for rel in doc["unreadable"]]
     if problems:
         raise InventoryError([f"{inventory}: dataset_source: {p}" for p in problems[:SHOWN]])
     return doc
 
 
-def _local_cache(root: Path) -> Path:
-    return cache_root() / "datasets" / (hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24] + ".json")
+def _local_cache(root: Path) -> Optional[str]:
+    """The per-file hash cache for this source; None (hash without one) where it cannot be kept."""
+    path = cache_root() / "datasets" / (hashlib.sha256(os.fsencode(root.resolve())).hexdigest()[:24] + ".json")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return str(path)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from launcher import docker_commands as dc
-from launcher.dataset import digest as dd
+from launcher.dataset import claims, digest as dd
 from launcher.errors import BadAnswer, TfcError
 from launcher.files import CHUNK
 from launcher.inventory.model import Cluster, Host
@@ -29,6 +29,7 @@ from launcher.ssh.group import Group
 from launcher.ssh.transfer import counted
 
 MANIFEST_TIMEOUT_S = 6 * 3600   # the first hash of a large dataset reads every byte once
+MANIFEST_MAX_BYTES = 64 << 20   # a manifest of ~400,000 files; a host answering more is not answering
 SHOWN = 5                       # differing files named per host
 
 
@@ -60,16 +61,19 @@ def needed(cluster: Cluster) -> bool:
 # --- on the hosts ----------------------------------------------------------------------------------
 def host_manifest(conn, plan: Plan, host: Host) -> dict:
     script = Path(dd.__file__).read_text()
+    # Hashing says something every few seconds (digest.Heartbeat): a host silent for a command
+    # timeout is stuck, however long the first hash of a large dataset may take in all.
     result = conn.run(dc.dataset_manifest(host.data_dir, f"{host.bundle_dir}/dataset-cache.json",
-                                          plan.container_image, script), timeout=MANIFEST_TIMEOUT_S)
+                                          plan.container_image, script), timeout=MANIFEST_TIMEOUT_S,
+                      idle_timeout=conn.command_timeout, limit=MANIFEST_MAX_BYTES)
     try:
         doc = json.loads(result.stdout)
-        names = [*doc["files"], *doc["other"], *doc["empty_dirs"], *doc["unreadable"]]
-        assert all(isinstance(v, list) and len(v) == 2 for v in doc["files"].values())
-        assert all(safe_relative(n) for n in names)
-    except (ValueError, KeyError, TypeError, AttributeError, AssertionError):
+    except (ValueError, RecursionError):
+        doc = None
+    if not dd.valid(doc) or not all(safe_relative(n) for key in ("files", "other", "empty_dirs", "unreadable")
+                                    for n in doc[key]):
         raise BadAnswer(host.name, "dataset manifest", reason="answered with something that is not a manifest "
-                        "of relative paths inside data_dir") from None
+                        "of relative paths inside data_dir")
     return doc
 
 
@@ -104,17 +108,16 @@ def judge(manifests: dict[str, dict], reference: dict, reference_name: str) -> l
 
 
 def plan_sync(source: dict, copy: dict) -> tuple[list[str], list[str]]:
-    """(files to send, paths to remove) that make the copy equal to the source."""
+    """(files to send, paths to remove) that make the copy equal to the source; the folders this
+    leaves empty (or that were) go afterwards (the source holds no empty folder: validate refuses it)."""
     send = sorted(rel for rel, entry in source["files"].items() if copy["files"].get(rel) != entry)
-    remove = sorted(set(copy["files"]) - set(source["files"])) + sorted(copy["other"])
-    return send, remove
+    return send, sorted((set(copy["files"]) - set(source["files"])) | set(copy["other"]))
 
 
 def sync_host(conn, host: Host, root: Path, source: dict, copy: dict, on_bytes: Callable[[int, int], None]) -> tuple[int, int, int]:
-    """Make one host's data_dir equal to the source: (files sent, bytes sent, paths removed)."""
-    if conn.run(dc.dataset_claim(host.data_dir)).stdout.strip() != "ours":
-        raise DatasetMismatch(f"{host.name}: data_dir {host.data_dir} holds files tfcompose did not put there "
-                              f"(no {dd.MARKER}); empty it or choose another folder for dataset_source to fill")
+    """Make one host's data_dir (already tfcompose's) equal to the source: (files sent, bytes
+    sent, paths removed)."""
+    conn.run(dc.dataset_clear_parts(host.data_dir))
     send, remove = plan_sync(source, copy)
     if remove:
         conn.stream(dc.dataset_remove(host.data_dir), on_output=lambda _: None, stdin_chunks=[_lines(remove)])
@@ -125,6 +128,7 @@ def sync_host(conn, host: Host, root: Path, source: dict, copy: dict, on_bytes: 
                     stdin_chunks=counted(conn, tar_stream(root, send, source), total, on_bytes),
                     timeout=MANIFEST_TIMEOUT_S)
         conn.stream(dc.dataset_rename(host.data_dir), on_output=lambda _: None, stdin_chunks=[_lines(send)])
+    conn.run(dc.dataset_prune(host.data_dir))
     return len(send), conn.bytes_sent - before, len(remove)
 
 
@@ -152,26 +156,73 @@ def tar_stream(root: Path, paths: list[str], source: dict) -> Iterator[bytes]:
 
 
 def provide(group: Group, plan: Plan, source: Optional[dict]) -> dict[str, DatasetOutcome]:
-    """Sync (with a source), then verify every host's copy; raises DatasetMismatch naming hosts and files."""
-    root = plan.cluster.dataset_source
+    """Sync (with a source), then verify every host's copy; raises DatasetMismatch naming hosts and
+    files. Nothing is changed on any host until every host's data_dir has been looked at and
+    found fit to fill."""
+    hosts = [h for h in plan.cluster.hosts if h.data_dir]
+    if not hosts:
+        return {}
+    looked = group.staged("dataset", lambda h, c: look_at(c, plan, h, source is not None), hosts).succeeded
+    moved = sync_all(group, plan, source, looked) if source is not None else {}
 
-    def one(host: Host, conn) -> DatasetOutcome:
-        copy = host_manifest(conn, plan, host)
-        sent = (0, 0, 0)
-        if source is not None:
-            sent = sync_host(conn, host, root, source, copy, transfer_reporter(group.reporter, host.name, "dataset"))
-            copy = host_manifest(conn, plan, host) if any(sent) else copy
-        outcome = DatasetOutcome(len(copy["files"]), *sent, digest=dd.digest(copy))
+    def verify(host: Host, conn) -> tuple[DatasetOutcome, dict]:
+        copy = host_manifest(conn, plan, host) if host.name in moved else looked[host.name][0]
+        outcome = DatasetOutcome(len(copy["files"]), *moved.get(host.name, (0, 0, 0)), digest=dd.digest(copy))
         group.reporter.stage(host.name, "dataset", outcome.summary())
         return outcome, copy
 
-    results = group.staged("dataset", one, [h for h in plan.cluster.hosts if h.data_dir]).succeeded
+    results = group.staged("dataset", verify, hosts).succeeded
     manifests = {name: copy for name, (_, copy) in results.items()}
-    first = next((h.name for h in plan.cluster.hosts if h.name in manifests), None)
-    if first is None:
-        return {}
-    reference, name = (source, "dataset_source") if source is not None else (manifests[first], first)
+    reference, name = (source, "dataset_source") if source is not None else (manifests[hosts[0].name], hosts[0].name)
     problems = judge(manifests, reference, name)
     if problems:
         raise DatasetMismatch("the hosts' datasets differ; nothing was started:\n  " + "\n  ".join(problems))
     return {name: outcome for name, (outcome, _) in results.items()}
+
+
+def look_at(conn, plan: Plan, host: Host, owner: bool) -> tuple[dict, dict]:
+    """(the data_dir's manifest, what kind of folder it is): read only."""
+    look = claims.parse_look(conn.run(dc.dataset_look(host.data_dir)).stdout) if owner else {}
+    return host_manifest(conn, plan, host), look
+
+
+def sync_all(group: Group, plan: Plan, source: dict, looked: dict) -> dict[str, tuple[int, int, int]]:
+    """Every host's data_dir a copy of the source: refused everywhere unless every host's may be
+    filled; fresh folders claimed one host at a time (two hosts may share one folder); then each
+    folder synced once, in parallel."""
+    cluster, record = plan.cluster, claims.Claims()
+    hosts = [h for h in cluster.hosts if h.name in looked]
+    owners = {h.name: claims.ownership(cluster.name, h, looked[h.name][1], record.get(claims.folder_key(cluster.name, h)))
+              for h in hosts}
+    refused = [claims.refusal(h, owners[h.name][1]) for h in hosts if owners[h.name][0] not in (claims.FRESH, claims.OURS)]
+    if refused:
+        raise DatasetMismatch("dataset_source cannot fill every host's data_dir; nothing was changed on any host:\n  "
+                              + "\n  ".join(refused))
+    identity = claim_fresh(group, plan, [h for h in hosts if owners[h.name][0] == claims.FRESH], record)
+    identity.update({h.name: ours_identity(looked[h.name][1]) for h in hosts if owners[h.name][0] == claims.OURS})
+    first = {}                                  # one folder (claim, inode) → the host that syncs it
+    for host in hosts:
+        first.setdefault(identity[host.name], host)
+    root = cluster.dataset_source
+    synced = group.staged("dataset", lambda h, c: sync_host(c, h, root, source, looked[h.name][0],
+                                                              transfer_reporter(group.reporter, h.name, "dataset")),
+                          list(first.values())).succeeded
+    return {h.name: synced.get(h.name, (0, 0, 0)) for h in hosts}
+
+
+def claim_fresh(group: Group, plan: Plan, hosts: list[Host], record: claims.Claims) -> dict[str, tuple[str, int]]:
+    """Claim each absent or empty data_dir, one host after the other: a host sharing its folder
+    with one claimed a moment ago finds that host's marker there (same claim, same inode)."""
+    claim, found = claims.new_claim(), {}
+    for host in hosts:
+        marker = claims.marker_text(plan.cluster.name, host.data_dir, claim)
+        inode = group.conn(host).run(dc.dataset_claim(host.data_dir, marker)).stdout.strip()
+        if not inode.isdigit():
+            raise BadAnswer(host.name, "dataset claim", reason=f"answered {inode[:40]!r}, not the marker's inode")
+        record.record(claims.folder_key(plan.cluster.name, host), claims.Claim(claim, int(inode)))
+        found[host.name] = (claim, int(inode))
+    return found
+
+
+def ours_identity(look: dict) -> tuple[str, int]:
+    return json.loads(look["marker"])["claim"], int(look["inode"])

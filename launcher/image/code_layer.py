@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import tarfile
@@ -20,9 +19,8 @@ from pathlib import Path
 from launcher.errors import ImageError
 from launcher.image import layers
 from launcher.image.local import local_image_id
-from launcher.plan import Plan, sibling_tag
+from launcher.plan import Plan, code_files, sibling_tag
 
-SKIPPED = {"__pycache__", ".git"}
 MTIME = 0            # fixed: the same code gives the same layer, hence the same image ID on every up
 REQUIREMENTS_DOCKERFILE = """\
 # Your requirements on top of the tfcompose image (built by `tfcompose up` for `run.requirements`).
@@ -50,7 +48,7 @@ def layer_tar(folder: Path, out: Path) -> tuple[str, int]:
         sink = _Hashing(fh)
         with tarfile.open(fileobj=sink, mode="w|", format=tarfile.PAX_FORMAT) as tar:
             tar.addfile(_info(tar, folder, "workspace"))
-            for path in _walk(folder):
+            for path in code_files(folder):
                 info = _info(tar, path, "workspace/" + path.relative_to(folder).as_posix())
                 if info is None:
                     continue  # a socket or FIFO: nothing a program could read from an image
@@ -60,13 +58,6 @@ def layer_tar(folder: Path, out: Path) -> tuple[str, int]:
                 else:
                     tar.addfile(info)
     return "sha256:" + sink.sha.hexdigest(), sink.size
-
-
-def _walk(folder: Path):
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED)
-        for name in sorted(dirnames + filenames):
-            yield Path(dirpath) / name
 
 
 def _info(tar: tarfile.TarFile, path: Path, name: str) -> tarfile.TarInfo | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -88,16 +89,32 @@ class Parts:
         """About what `chunks(layers)` sends (the small members are not counted)."""
         return sum(self.member(i).stat().st_size for i in layers)
 
+    @property
+    def config_name(self) -> str:
+        return f"{_hex(self.image_id)}.json"
+
+    def layer_name(self, index: int) -> str:
+        return f"{_hex(self.diff_ids[index])}/layer.tar"
+
+    def manifest(self) -> bytes:
+        """The archive's manifest.json: this image under its one tag, every layer in order."""
+        return json.dumps([{"Config": self.config_name, "RepoTags": [self.image],
+                            "Layers": [self.layer_name(i) for i in range(len(self.diff_ids))]}]).encode()
+
+    def expectation(self, layers: list[int]) -> dict:
+        """What an archive of these layers holds, for a relay hop to check (hop_check.py)."""
+        return {"config": {"name": self.config_name, "sha256": hashlib.sha256(self.config).hexdigest()},
+                "manifest_sha256": hashlib.sha256(self.manifest()).hexdigest(),
+                "layers": [[self.layer_name(i), self.layer_size(i)] for i in layers]}
+
     def chunks(self, layers: list[int]) -> Iterator[bytes]:
-        """A gzip-compressed docker-archive tar with manifest, config and the given layers."""
-        manifest = json.dumps([{"Config": f"{_hex(self.image_id)}.json", "RepoTags": [self.image],
-                                "Layers": [f"{_hex(d)}/layer.tar" for d in self.diff_ids]}]).encode()
+        """A gzip-compressed docker-archive tar with config, manifest and the given layers."""
         head = b"".join(_header(n, len(b)) + b + _padding(len(b)) for n, b in
-                        ((f"{_hex(self.image_id)}.json", self.config), ("manifest.json", manifest)))
+                        ((self.config_name, self.config), ("manifest.json", self.manifest())))
         pending = head
         for i in layers:
             size = self.layer_size(i)
-            yield gzip_bytes(pending + _header(f"{_hex(self.diff_ids[i])}/layer.tar", size))
+            yield gzip_bytes(pending + _header(self.layer_name(i), size))
             with self.member(i).open("rb") as fh:
                 while chunk := fh.read(CHUNK):
                     yield chunk
@@ -105,17 +122,34 @@ class Parts:
         yield gzip_bytes(pending + b"\0" * (2 * BLOCK))
 
 
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
 def load_parts(image: str, image_id: str, cache: Path) -> Parts | None:
-    """The cached split of this exact image, if every piece of it is still there."""
+    """The cached split of this exact image, if every piece of it is still there and is what it
+    says (the config hashes to the image ID, each diff ID is a digest, each size a number);
+    anything else is a cache miss, and the image is split again."""
     meta = cache / "images" / f"{_hex(image_id)}.json"
     try:
         doc = json.loads(meta.read_text())
-        parts = Parts(image, image_id, bytes.fromhex(doc["config"]), doc["diff_ids"], cache / "layers")
-    except (OSError, ValueError, KeyError, TypeError):
+        config = bytes.fromhex(doc["config"])
+        parts = Parts(image, image_id, config, doc["diff_ids"], cache / "layers")
+        ok = "sha256:" + hashlib.sha256(config).hexdigest() == image_id and \
+            parts.diff_ids == json.loads(config)["rootfs"]["diff_ids"] and \
+            all(DIGEST.fullmatch(d) for d in parts.diff_ids) and \
+            all(parts.member(i).is_file() and parts.layer_size(i) >= 0 for i in range(len(parts.diff_ids)))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    ok = all(parts.member(i).is_file() and (parts.layer_dir / f"{_hex(d)}.size").is_file()
-             for i, d in enumerate(parts.diff_ids))
     return parts if ok else None
+
+
+def forget(parts: Parts, cache: Path) -> None:
+    """Remove an image's split from the cache (its members too): after a host refused what was
+    made of it, the next `up` splits and compresses it afresh."""
+    for path in [cache / "images" / f"{_hex(parts.image_id)}.json",
+                 *(parts.member(i) for i in range(len(parts.diff_ids))),
+                 *(parts.layer_dir / f"{_hex(d)}.size" for d in parts.diff_ids)]:
+        path.unlink(missing_ok=True)
 
 
 def split_save(image: str, image_id: str, stream: Iterable[bytes], cache: Path) -> Parts:
@@ -129,6 +163,8 @@ def split_save(image: str, image_id: str, stream: Iterable[bytes], cache: Path) 
         diff_ids = json.loads(config)["rootfs"]["diff_ids"]
         if "sha256:" + hashlib.sha256(config).hexdigest() != image_id:
             raise ImageError(f"docker save of {image} gave a config that is not image {image_id}")
+        if not all(isinstance(d, str) and DIGEST.fullmatch(d) for d in diff_ids):
+            raise ImageError(f"docker save of {image} gave layer IDs that are not sha256 digests")
         by_digest = {digest: path for path, digest, _ in entries.values()}
         for diff in diff_ids:
             if diff not in by_digest:
@@ -165,7 +201,7 @@ def _entry_bytes(entries: dict, name: str) -> bytes:
 def store_layer(layer_dir: Path, diff: str, raw: Path) -> None:
     """Compress a layer into its cached member, unless an earlier image already did."""
     member, size_file = layer_dir / f"{_hex(diff)}.gz", layer_dir / f"{_hex(diff)}.size"
-    if member.is_file() and size_file.is_file():
+    if member.is_file() and size_file.is_file() and size_file.read_text().strip() == str(raw.stat().st_size):
         return
     compressor = gzip_compressor()
     with atomic_writer(member) as out, raw.open("rb") as src:

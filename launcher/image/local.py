@@ -107,6 +107,7 @@ class Shipment:
     def __init__(self, image: str, image_id: str, cache: Path | None = None, parts: layers.Parts | None = None):
         self.image, self.image_id, self.cache = image, image_id, cache or cache_root()
         self._lock, self._parts = threading.Lock(), parts
+        self.suspect = False        # a host refused a delta made of the cached layers
 
     @staticmethod
     def parts_cache(root: Path | None = None) -> Path:
@@ -119,6 +120,14 @@ class Shipment:
                 self._parts = layers.load_parts(self.image, self.image_id, cache) or \
                     layers.split_save(self.image, self.image_id, save_stream(self.image), cache)
             return self._parts
+
+    def forget_if_suspect(self) -> None:
+        """After every host is served: a split a host refused is removed, so the next `up` makes
+        it afresh from `docker save` (a damaged cache entry fails one `up`, not every one)."""
+        with self._lock:
+            if self.suspect and self._parts is not None:
+                layers.forget(self._parts, self.parts_cache(self.cache))
+                self._parts, self.suspect = None, False
 
     def full(self) -> Archive:
         """The plain `docker save` archive, made once: what an engine that takes no delta gets."""

@@ -22,16 +22,20 @@ from __future__ import annotations
 import ipaddress
 import secrets
 import shlex
+import json
 import socket
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-from launcher import docker_commands as dc
-from launcher.errors import RemoteError
+from launcher.errors import RemoteError, summary
 from launcher.inventory.model import Host
 from launcher.ssh.host_keys import known_hosts_name
 
 MARKER = "tfcompose-relay"
+FOLDER_MARKER = ".tfcompose-relay"    # in each relay folder: `<cluster> <token>`; down removes only those
+HOST_SCRIPT = Path(__file__).with_name("relay_host.sh")
+CHECK_SCRIPT = Path(__file__).with_name("hop_check.py")
 MIN_LACKING = {"auto": 3, "on": 2}    # hosts lacking layers before a chain is worth its set-up
 SSH_OPTIONS = ("-T", "-F", "/dev/null", "-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none",
                "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "GlobalKnownHostsFile=/dev/null",
@@ -114,40 +118,41 @@ def authorized_line(key: KeyPair, hop: Hop, cluster: str, token: str) -> str:
 
 
 def hop_script(hop: Hop) -> str:
-    """Load the gzip stream on stdin; with a host after this one, pass it on while loading.
-    `tee -p` keeps loading here if the next hop breaks; the next hop's status is kept for the
-    launcher (next.status, next.log)."""
-    folder = shlex.quote(hop.folder)
-    load = dc.load_gzipped_archive()[-1]        # `gunzip -c | docker load`
+    """Load the gzip stream on stdin — only what hop_check.py lets through, so only this `up`'s
+    image; with a host after this one, pass the stream on while loading. `tee -p` keeps loading
+    here if the next hop breaks; the next hop's status is kept for the launcher (next.status,
+    next.log); an archive the check refused fails the hop (status 3)."""
+    load = 'gunzip -c | { python3 "$d/check.py" "$d/expect.json"; echo $? > "$d/check.status"; } | docker load'
+    lines = ["#!/bin/sh", f"d={shlex.quote(hop.folder)}", 'rm -f "$d/check.status"']
     if hop.after is None:
-        return f"#!/bin/sh\n# tfcompose relay: the last hop\n{load}\n"
-    nxt = hop.after
-    ssh = shlex.join(["ssh", *SSH_OPTIONS, "-p", str(nxt.ssh_port)])
-    target = shlex.quote(f"{nxt.ssh_user}@{nxt.address}")
-    return "\n".join([
-        "#!/bin/sh", f"# tfcompose relay: load here and pass on to {nxt.name}", f"d={folder}",
-        'rm -f "$d/fwd" && mkfifo "$d/fwd" || exit 97',
-        f'{ssh} -i "$d/key" -o UserKnownHostsFile="$d/known_hosts" {target} < "$d/fwd" > "$d/next.log" 2>&1 &',
-        "fwd=$!", f'tee -p "$d/fwd" | {load}', "loaded=$?",
-        'wait "$fwd"; echo $? > "$d/next.status"', "exit $loaded", ""])
+        lines += ["# tfcompose relay: the last hop", load, "rc=$?"]
+    else:
+        nxt = hop.after
+        ssh = shlex.join(["ssh", *SSH_OPTIONS, "-p", str(nxt.ssh_port)])
+        target = shlex.quote(f"{nxt.ssh_user}@{nxt.address}")
+        lines += [f"# tfcompose relay: load here and pass on to {nxt.name}",
+                  'rm -f "$d/fwd" && mkfifo "$d/fwd" || exit 97',
+                  f'{ssh} -i "$d/key" -o UserKnownHostsFile="$d/known_hosts" {target} < "$d/fwd" > "$d/next.log" 2>&1 &',
+                  "fwd=$!", f'tee -p "$d/fwd" | {load}', "rc=$?", 'wait "$fwd"; echo $? > "$d/next.status"']
+    return "\n".join(lines + ['[ "$(cat "$d/check.status" 2>/dev/null)" = 0 ] || exit 3', "exit $rc", ""])
+
+
+def host_command(what: str, *args: str) -> list[str]:
+    """One of relay_host.sh's commands (add-key, remove-keys, clean), the script sent as text."""
+    return ["sh", "-c", HOST_SCRIPT.read_text(), "sh", what, *args]
 
 
 def authorize_command(line: str) -> list[str]:
-    """Append a line to the SSH user's authorized_keys (made if missing, private)."""
-    script = ('umask 077; mkdir -p "$HOME/.ssh"; f="$HOME/.ssh/authorized_keys"; '
-              'if [ -s "$f" ] && [ -n "$(tail -c 1 "$f")" ]; then echo >> "$f"; fi; printf "%s\\n" "$1" >> "$f"')
-    return ["sh", "-c", script, "sh", line]
+    """Add a line to the SSH user's authorized_keys without ever losing one; refused (status 3)
+    where it could not be removed again."""
+    return host_command("add-key", line)
 
 
-def revoke_command(mark: str, folders_glob_parent: str, folder_prefix: str = ".relay-") -> list[str]:
-    """Remove every authorized_keys line carrying `mark`, end any relay still running from the
-    relay folders under `folders_glob_parent`, and remove those folders."""
-    script = ('f="$HOME/.ssh/authorized_keys"; '
-              'if [ -f "$f" ] && grep -q -F -e "$1" "$f"; then '
-              't="$f.tfc-tmp.$$"; grep -v -F -e "$1" "$f" > "$t"; cat "$t" > "$f"; rm -f "$t"; fi; '
-              'for d in "$2"/"$3"*; do [ -d "$d" ] || continue; pkill -f -- "$d/" 2>/dev/null; rm -rf -- "$d"; done; '
-              'grep -c -F -e "$1" "$f" 2>/dev/null; true')
-    return ["sh", "-c", script, "sh", mark, folders_glob_parent, folder_prefix]
+def revoke_commands(cluster: str, token: str, parent: str) -> list[list[str]]:
+    """Remove this cluster's relay key lines (of one `up` with a token, else of any) without ever
+    losing another line, then end and remove the cluster's relay folders under `parent`."""
+    return [host_command("remove-keys", marker(cluster, token)),
+            host_command("clean", parent, f".relay-{token}", cluster)]
 
 
 def hop_report_command(folder: str) -> list[str]:
@@ -167,11 +172,16 @@ class ChainResult:
 
 
 def set_up(conn, hop: Hop, key_in: Optional[KeyPair], key_out: Optional[KeyPair], next_host_key: str,
-           cluster: str, token: str) -> None:
-    """Put the hop's folder and script on its host; the key to the next host and that host's
-    known key; and, for the key of the host before it, the restricted authorized_keys line."""
-    conn.run(["sh", "-c", 'umask 077 && mkdir -p "$1"', "sh", hop.folder])
+           cluster: str, token: str, expect: dict) -> None:
+    """Put the hop's folder on its host (marked as this cluster's), its script, the check of what
+    it may load, the key to the next host and that host's known key; and, for the key of the host
+    before it, the restricted authorized_keys line."""
+    conn.run(["sh", "-c", 'command -v python3 >/dev/null || { echo "no python3: the relay checks what it '
+              'loads with it" >&2; exit 1; }; umask 077 && mkdir -p "$1" && printf "%s %s\\n" "$2" "$3" > "$1/$4"',
+              "sh", hop.folder, cluster, token, FOLDER_MARKER])
     conn.put_text(hop_script(hop), f"{hop.folder}/hop.sh", mode=0o700)
+    conn.put_text(CHECK_SCRIPT.read_text(), f"{hop.folder}/check.py")
+    conn.put_text(json.dumps(expect), f"{hop.folder}/expect.json")
     if hop.after is not None and key_out is not None:
         conn.put_text(key_out.private, f"{hop.folder}/key", mode=0o600)
         conn.put_text(next_host_key, f"{hop.folder}/known_hosts", mode=0o600)
@@ -201,9 +211,10 @@ def why_broken(report: str) -> Optional[str]:
         (f": {detail}" if detail else "")
 
 
-def run_chain(group, hosts: list[Host], chunks: Iterator[bytes], cluster: str) -> ChainResult:
-    """Set the chain up on `hosts`, stream `chunks` into its first host, and take it all down
-    again (keys, folders, anything still running), whatever happens in between."""
+def run_chain(group, hosts: list[Host], chunks: Iterator[bytes], cluster: str, expect: dict) -> ChainResult:
+    """Set the chain up on `hosts`, stream `chunks` (an archive `expect` describes, see
+    layers.Parts.expectation) into its first host, and take it all down again (keys, folders,
+    anything still running), whatever happens in between."""
     token, result = new_token(), ChainResult()
     hops = plan_hops(hosts, token)
     keys = [make_key() for _ in hops[1:]]                  # keys[i]: from hops[i] to hops[i + 1]
@@ -211,10 +222,10 @@ def run_chain(group, hosts: list[Host], chunks: Iterator[bytes], cluster: str) -
         # The keys the launcher verified; read here, once, before the hosts are set up in parallel.
         known = {h.name: known_key_line(h, group.conn(h).client.get_transport().get_remote_server_key())
                  for h in hosts[1:]}
-        prepared = group.run("image", lambda h, c: _prepare(c, hops, keys, known, h, cluster, token), hosts)
+        prepared = group.run("image", lambda h, c: _prepare(c, hops, keys, known, h, cluster, token, expect), hosts)
         if prepared.failed:
             name, exc = next(iter(prepared.failed.items()))
-            reason = f"setting the relay up on {name} failed: {str(exc).splitlines()[0]}"
+            reason = f"setting the relay up on {name} failed: {summary(exc)}"
             result.broken = {h.name: reason for h in hosts}
             return result
         result.reached.append(hosts[0].name)
@@ -223,22 +234,32 @@ def run_chain(group, hosts: list[Host], chunks: Iterator[bytes], cluster: str) -
             if sent.status != 0:
                 result.broken[hosts[0].name] = f"loading failed with status {sent.status}"
         except RemoteError as exc:      # the hosts are checked one by one afterwards all the same
-            result.broken[hosts[0].name] = str(exc).splitlines()[0]
+            result.broken[hosts[0].name] = summary(exc)
         _follow_hops(group, hops, result)
         return result
     finally:
-        removed = group.run("image", lambda h, c: c.run(revoke_command(marker(cluster, token), h.bundle_dir,
-                                                                         f".relay-{token}")), hosts)
-        result.not_removed = {name: str(exc).splitlines()[0] for name, exc in removed.failed.items()}
+        removed = group.run("image", lambda h, c: revoke(c, h, cluster, token), hosts)
+        result.not_removed = {name: summary(exc) for name, exc in removed.failed.items()}
+
+
+def revoke(conn, host: Host, cluster: str, token: str = "") -> None:
+    """This cluster's relay keys and folders gone from one host (of one `up`, or of any); a key
+    that could not be removed is an error saying why (the file itself is left as it was)."""
+    keys, folders = revoke_commands(cluster, token, host.bundle_dir)
+    left = conn.run(keys, check=False)
+    conn.run(folders)
+    if left.status != 0 or left.stdout.strip() != "0":
+        raise RemoteError(host.name, reason="the relay's key is still in ~/.ssh/authorized_keys"
+                          + (f" ({left.stderr.strip().splitlines()[-1]})" if left.stderr.strip() else ""))
 
 
 def _prepare(conn, hops: list[Hop], keys: list[KeyPair], known: dict[str, str], host: Host, cluster: str,
-             token: str) -> None:
+             token: str, expect: dict) -> None:
     i = next(i for i, hop in enumerate(hops) if hop.host.name == host.name)
-    conn.run(revoke_command(marker(cluster), host.bundle_dir))      # what a crashed `up` may have left
+    revoke(conn, host, cluster)         # what a crashed `up` may have left
     after = hops[i].after
     set_up(conn, hops[i], keys[i - 1] if i else None, keys[i] if after else None,
-           known[after.name] if after else "", cluster, token)
+           known[after.name] if after else "", cluster, token, expect)
 
 
 def _follow_hops(group, hops: list[Hop], result: ChainResult) -> None:

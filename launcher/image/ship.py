@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Callable, Iterator, Optional
 
 from launcher import docker_commands as dc
-from launcher.errors import RemoteError
+from launcher.errors import RemoteError, summary
 from launcher.image import layers
 from launcher.image.local import Shipment
 from launcher.image.on_host import HostImage, ImageOutcome, survey, verify
@@ -40,15 +40,22 @@ def ship(conn, shipment: Shipment, found: Optional[HostImage] = None,
         sent = send(conn, parts.chunks(missing), parts.archive_bytes(missing), on_bytes)
         verify(conn, shipment.image, shipment.image_id)
     except RemoteError as exc:
-        reason = str(exc).splitlines()[-1].strip()[:160]
+        shipment.suspect = True             # damaged cached layers? forgotten once every host is served
+        reason = summary(exc)[:200]
         return ship_full(conn, shipment, on_bytes, len(parts.diff_ids), f"full archive: the delta was refused ({reason})")
     return ImageOutcome("shipped", sent, shipment.image_id, len(missing), len(parts.diff_ids))
 
 
 def ship_full(conn, shipment: Shipment, on_bytes, layer_count: int, note: str) -> ImageOutcome:
     archive = shipment.full()
-    sent = send(conn, archive.chunks(), archive.path.stat().st_size, on_bytes)
-    verify(conn, shipment.image, shipment.image_id)
+    try:
+        sent = send(conn, archive.chunks(), archive.path.stat().st_size, on_bytes)
+        verify(conn, shipment.image, shipment.image_id)
+    except RemoteError as exc:
+        archive.path.unlink(missing_ok=True)    # a damaged cached archive must not fail every later `up`
+        raise RemoteError(exc.host, exc.command, exc.status, exc.stderr,
+                          reason=f"{exc.reason}; the cached archive {archive.path} was removed, so the next "
+                                 "`tfcompose up` makes it afresh") from None
     return ImageOutcome("shipped", sent, shipment.image_id, layer_count, layer_count, note)
 
 

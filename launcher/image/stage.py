@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
+from launcher.errors import summary
 from launcher.image import layers, relay
 from launcher.image.local import Shipment, build_local, load_here, local_image_id
 from launcher.image.on_host import HostImage, ImageOutcome, build_remote, context_tarball, pull, survey, verify
@@ -56,7 +57,10 @@ def provide(group: Group, plan: Plan, shipment: Optional[Shipment]) -> dict[str,
                                                                         f"did not serve it ({relayed.broken[host.name]})"])))
         group.reporter.stage(host.name, "image", outcome.summary())
         return outcome
-    return group.staged("image", one).succeeded
+    try:
+        return group.staged("image", one).succeeded
+    finally:
+        shipment.forget_if_suspect()
 
 
 @dataclass
@@ -86,7 +90,7 @@ def relay_first(group: Group, cluster: Cluster, shipment: Shipment, found: dict[
     chunks = counted(conn, parts.chunks(layer_list), parts.archive_bytes(layer_list),
                      transfer_reporter(group.reporter, chain[0].name, "image"))
     before_bytes = conn.bytes_sent
-    result = relay.run_chain(group, chain, chunks, cluster.name)
+    result = relay.run_chain(group, chain, chunks, cluster.name, parts.expectation(layer_list))
     for name, why in result.not_removed.items():
         group.reporter.warn(name, f"the relay's key could not be removed ({why}); `tfcompose down` removes it")
     checked = group.run("image", lambda h, c: verify(c, shipment.image, shipment.image_id),
@@ -108,7 +112,7 @@ def relayed_outcomes(chain: list[Host], result, checked, needs: dict[str, list[i
                                                  f"passed on to {onward}", via)
         else:
             exc = checked.failed.get(host.name)
-            out.broken[host.name] = result.broken.get(host.name) or (str(exc).splitlines()[0] if exc else "not reached")
+            out.broken[host.name] = result.broken.get(host.name) or (summary(exc) if exc else "not reached")
     return out
 
 

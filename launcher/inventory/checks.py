@@ -37,7 +37,20 @@ def names_and_chiefs(hosts: Any) -> list[Problem]:
 
 def cross_checks(cluster: Cluster) -> list[Problem]:
     return (_port_checks(cluster) + _loopback_checks(cluster) + _file_checks(cluster) + _run_checks(cluster)
-            + _parallel_checks(cluster) + _folder_checks(cluster) + _dataset_checks(cluster))
+            + _parallel_checks(cluster) + _folder_checks(cluster) + _dataset_checks(cluster) + _search_checks(cluster))
+
+
+def _search_checks(cluster: Cluster) -> list[Problem]:
+    """The search space and budget (trainer/space.py: the trainer checks the same again)."""
+    from trainer import space
+    train = cluster.spec.train
+    if train is None:
+        return []
+    found = [Problem(("train", *p.loc), p.received, p.expected) for p in space.problems(train)]
+    if train.search.mode == "parallel" and any(h.tf_port == train.search.port for h in cluster.hosts[:1]):
+        found.append(Problem(("train", "search", "port"), f"Received {train.search.port}, the chief's tf_port too",
+                             "a port of its own for the study"))
+    return found
 
 
 def _dataset_checks(cluster: Cluster) -> list[Problem]:
@@ -100,10 +113,13 @@ def _parallel_checks(cluster: Cluster) -> list[Problem]:
     train = cluster.spec.train
     if train is None or train.search.mode != "parallel":
         return []
-    count = len(expand(train, only=False))
+    if train.search.sampler != "grid" or train.search.trials is not None:
+        count = train.search.trials or 0
+    else:
+        count = len(expand(train, only=False))
     if count < len(cluster.hosts):
         return [Problem(("train", "search", "mode"), f"Received 'parallel' with {count} trial(s) for {len(cluster.hosts)} hosts",
-                        "at least one trial per host (add candidates, learning_rates or batch sizes)")]
+                        "at least one trial per host (add candidates, learning_rates, batch sizes, or trials)")]
     return []
 
 

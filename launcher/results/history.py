@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from launcher.files import atomic_writer
 from trainer import results
 from trainer.errors import BadInput
 
@@ -26,10 +27,10 @@ class RunSummary:
 
 
 def summarise(folder: Path, doc: dict) -> RunSummary:
-    best = max(doc["candidates"], key=lambda r: r["val_accuracy"])
+    best = results.best(doc["candidates"])
     return RunSummary(folder.parent.name if folder.name != "local" else "local", folder.name, folder,
                       str(doc.get("started", "")), str(doc.get("mode", "sync")), len(doc["candidates"]),
-                      best["candidate"], best["val_accuracy"], duration(doc), int(doc.get("restarts", 0) or 0))
+                      best["candidate"], best["val_accuracy"], duration(doc), doc.get("restarts") or 0)
 
 
 def duration(doc: dict) -> Optional[float]:
@@ -70,13 +71,25 @@ def resolve(runs_dir: Path, ref: str) -> Path:
 
 def best_curve(folder: Path, doc: dict) -> tuple[str, list[int], list[float]]:
     from launcher.results.report import history
-    best = max(doc["candidates"], key=lambda r: r["val_accuracy"])
+    best = results.best(doc["candidates"])
     rows = history(folder, best)
     return best["candidate"], [int(r["epoch"]) for r in rows], [float(r["val_accuracy"]) for r in rows]
 
 
+PICTURE_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def picture_path(out: Path) -> Path:
+    """Where `compare -o` may write: a new or existing file named .png, .svg or .pdf (exit 2 otherwise)."""
+    if out.is_dir() or out.suffix.lower() not in PICTURE_SUFFIXES:
+        raise BadInput(f"--output: Received {str(out)!r}{' (a folder)' if out.is_dir() else ''}. "
+                       f"Expected a picture file ending in {', '.join(PICTURE_SUFFIXES)}.")
+    return out
+
+
 def compare_picture(folders: list[Path], out: Path) -> Path:
     """Each run's best trial: validation accuracy per epoch, one line per run."""
+    picture_path(out)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -93,7 +106,8 @@ def compare_picture(folders: list[Path], out: Path) -> Path:
     ax.legend(fontsize=8)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    with atomic_writer(out) as fh:
+        fig.savefig(fh, format=out.suffix[1:].lower(), dpi=110)
     plt.close(fig)
     return out
 

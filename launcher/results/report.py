@@ -17,7 +17,9 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from trainer.results import load as load_results  # noqa: E402  (the results.json owner)
+from launcher.files import atomic_writer, write_atomic  # noqa: E402
+from trainer import results  # noqa: E402  (the results.json owner)
+from trainer.results import load as load_results  # noqa: E402
 
 
 @dataclass
@@ -29,7 +31,8 @@ class Report:
 
 
 def ranked(doc: dict) -> list[dict]:
-    return sorted(doc["candidates"], key=lambda r: (-r["val_accuracy"], r["val_loss"]))
+    """The trials best first, by the results format's one rule (trainer/results.py)."""
+    return results.ranked(doc["candidates"])
 
 
 def history(folder: Path, record: dict) -> list[dict]:
@@ -112,7 +115,8 @@ def plot_confusion(record: dict, classes: list[str], out: Path) -> Path | None:
 def _save(fig, path: Path, layout: bool = True) -> Path:
     if layout:
         fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_writer(path) as fh:
+        fig.savefig(fh, format="png", dpi=110)
     plt.close(fig)
     return path
 
@@ -130,10 +134,14 @@ def markdown(doc: dict, rows: list[dict], pictures: list[Path]) -> str:
              "|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     for i, r in enumerate(rows, start=1):
         epochs = f"{r.get('resumed_from_epoch', 0) + r.get('epochs_run', r['epochs'])}/{r['epochs']}"
-        lines.append(f"| {i} | {r['candidate']} | {r['val_accuracy']:.4f} | {r['val_loss']:.4f} | "
+        state = f" ({r['state']})" if r.get("state") not in (None, "complete") else ""
+        lines.append(f"| {i} | {r['candidate']}{state} | {r['val_accuracy']:.4f} | {r['val_loss']:.4f} | "
                      f"{r['train_seconds']:.1f} | {r['images_per_second']:.0f} | {r['params']:,} | {epochs} | "
                      f"{r.get('host', '')} |")
     lines.append("")
+    if "search" in doc:
+        from launcher.results import search_report
+        lines += search_report.markdown(doc)
     lines += [f"![{p.stem}]({p.name})" for p in pictures]
     return "\n".join(lines) + "\n"
 
@@ -145,5 +153,10 @@ def write_report(folder: str | Path) -> Report:
     pictures = [plot_leaderboard(rows, folder), plot_curves(folder, rows, folder)]
     confusion = plot_confusion(rows[0], doc.get("class_names", []), folder)
     pictures += [confusion] if confusion else []
-    (folder / "report.md").write_text(markdown(doc, rows, pictures))
+    if "search" in doc:
+        from launcher.results import search_report
+        pictures.append(search_report.plot_search(doc, folder, _save))
+        effect = search_report.plot_parameters(doc, folder, _save)
+        pictures += [effect] if effect else []
+    write_atomic(folder / "report.md", markdown(doc, rows, pictures).encode())
     return Report(folder, [folder / "report.md", *pictures], rows, doc)

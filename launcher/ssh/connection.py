@@ -18,7 +18,7 @@ unknown key once and still refuses a changed one. Nothing is ever silently auto-
 from __future__ import annotations
 
 import logging
-import os
+import secrets
 import shlex
 import socket
 import threading
@@ -29,10 +29,10 @@ from typing import Callable, Optional, Sequence
 
 import paramiko
 
-from launcher.errors import CalledOff, HostKeyError, RemoteError
+from launcher.errors import BadAnswer, CalledOff, ConnectError, HostKeyError, RemoteError
 from launcher.inventory.model import Host
 from launcher.ssh import host_keys, transfer
-from launcher.ssh.explain import PASSPHRASE_ENV, explain, why
+from launcher.ssh.explain import explain, private_key, why
 from launcher.ssh.fanout import fan_out
 
 KEEPALIVE_S = 15
@@ -43,6 +43,8 @@ KILL_AFTER_S = 5            # after TERM, the host's `timeout` sends KILL
 SEND_POLL_S = 0.1           # how often a send waiting for the host's window checks `cancel`
 SEND_SLICE = 1 << 16        # bytes handed to paramiko at a time (it sends at most a packet)
 CANCEL_GRACE_S = 2.0        # a command already sent when its work is called off may end by itself
+MAX_ANSWER = 16 << 20       # what `run` reads of a command's output before calling it not an answer
+STDERR_KEPT = 64 << 10      # the end of a command's stderr is kept, for the message
 # Paramiko logs a failed handshake's traceback from its own thread; with no handler Python would
 # print it on stderr. Failures reach the user as our one-line errors instead.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
@@ -65,12 +67,35 @@ def quote_command(command: str | Sequence[str]) -> str:
     return command if isinstance(command, str) else shlex.join(str(part) for part in command)
 
 
-def bounded(command: str | Sequence[str], seconds: Optional[float]) -> str:
-    """The command under coreutils/busybox `timeout`, so the host ends it when the bound passes."""
-    cmd = quote_command(["sh", "-c", command] if isinstance(command, str) else command)
-    if seconds is None:
-        return cmd
-    return f"timeout -k {KILL_AFTER_S} {max(1, int(seconds))} {cmd}"
+FOREVER_S = 10 ** 8         # `timeout`'s bound for a command that has none of its own but an idle one
+
+
+def bounded(command: str | Sequence[str], seconds: Optional[float], tag: Optional[str] = None) -> str:
+    """The command under coreutils/busybox `timeout`, so the host ends it when the bound passes.
+    With a tag, the command is findable on the host by it (`end_command`), to end it early."""
+    argv = ["sh", "-c", command] if isinstance(command, str) else [str(part) for part in command]
+    if tag is not None:
+        argv = ["sh", "-c", '"$@"', tag, *argv]
+    elif seconds is None:
+        return quote_command(argv)
+    return f"timeout -k {KILL_AFTER_S} {max(1, int(seconds if seconds is not None else FOREVER_S))} {quote_command(argv)}"
+
+
+def new_tag() -> str:
+    return f"tfcompose-cmd-{secrets.token_hex(8)}"
+
+
+class TooLong(Exception):
+    """A command's answer outgrew the bound set for it."""
+
+
+def bounded_sink(buffer: bytearray, limit: int) -> Callable[[bytes], None]:
+    """Collects output into `buffer`, refusing (TooLong) to hold more than `limit` bytes."""
+    def take(chunk: bytes) -> None:
+        if len(buffer) + len(chunk) > limit:
+            raise TooLong()
+        buffer.extend(chunk)
+    return take
 
 
 class Connection:
@@ -130,18 +155,19 @@ class Connection:
             self.check_cancel()
 
     def _connect_once(self) -> paramiko.SSHClient:
+        key = private_key(self.host)       # a key file that is no key fails here, once, naming the file
         client = paramiko.SSHClient()
         known = host_keys.KnownHosts.read(self.known_hosts, self.host.name)
         known.install(client, self.policy, self.host.ssh_port)
         h = self.host
+        sock = self._open_socket()
         try:
-            client.connect(h.address, port=h.ssh_port, username=h.ssh_user,
-                           key_filename=str(h.identity_file) if h.identity_file else None,
-                           passphrase=os.environ.get(PASSPHRASE_ENV) or None,
+            client.connect(h.address, port=h.ssh_port, username=h.ssh_user, pkey=key, sock=sock,
                            timeout=self.connect_timeout, banner_timeout=self.connect_timeout,
                            auth_timeout=self.connect_timeout, allow_agent=True, look_for_keys=h.identity_file is None)
         except Exception:
             client.close()
+            sock.close()
             raise
         transport = client.get_transport()
         try:
@@ -150,18 +176,37 @@ class Connection:
             client.close()
             raise
         transport.set_keepalive(KEEPALIVE_S)
-        if isinstance(transport.sock, socket.socket):  # not through a ProxyCommand
-            # Without it, Nagle's algorithm and delayed ACKs hold every short command's reply for
-            # ~40 ms (measured: 82 → 36 ms per command on loopback); OpenSSH sets it too.
-            transport.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return client
+
+    def _open_socket(self) -> socket.socket:
+        """The TCP connection, once the server has begun to speak: a port where nothing answers
+        with an SSH banner is said as such (and not retried), not as paramiko's `No existing session`."""
+        h = self.host
+        sock = socket.create_connection((h.address, h.ssh_port), timeout=self.connect_timeout)
+        # Without it, Nagle's algorithm and delayed ACKs hold every short command's reply for
+        # ~40 ms (measured: 82 → 36 ms per command on loopback); OpenSSH sets it too.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            said = sock.recv(4, socket.MSG_PEEK)
+        except socket.timeout:
+            said = None
+        except OSError:
+            sock.close()
+            raise
+        if not said:
+            sock.close()
+            what = f"no SSH banner within {self.connect_timeout:g} s" if said is None else "closed before saying anything"
+            raise ConnectError(h.name, reason=f"ssh {h.ssh_user}@{h.address}:{h.ssh_port}: {what} "
+                                              f"(is an SSH server listening on port {h.ssh_port}?)")
+        return sock
 
     # --- commands ------------------------------------------------------------------------------
     def run(self, command: str | Sequence[str], check: bool = True, timeout: Optional[float] = DEFAULT,
-            stdin: bytes | None = None) -> Result:
-        """Run and wait; a command still running after `timeout` s (default: ssh.command_timeout_s)
-        is ended on the host."""
-        return self._off_the_main_thread(lambda: self._run(command, check, timeout, stdin))
+            stdin: bytes | None = None, limit: int = MAX_ANSWER, idle_timeout: Optional[float] = None) -> Result:
+        """Run and wait; a command still running after `timeout` s (default: ssh.command_timeout_s),
+        or silent for `idle_timeout` s, is ended on the host; an answer longer than `limit` bytes
+        is a BadAnswer (a host's answer is never read into memory unbounded)."""
+        return self._off_the_main_thread(lambda: self._run(command, check, timeout, stdin, limit, idle_timeout))
 
     def stream(self, command: str | Sequence[str], on_output: Callable[[bytes], None],
                stdin_chunks=None, check: bool = True, timeout: Optional[float] = None,
@@ -180,39 +225,48 @@ class Connection:
             raise done.failed[self.host.name]
         return done.succeeded[self.host.name]
 
-    def _run(self, command, check: bool, timeout: Optional[float], stdin: bytes | None) -> Result:
-        cmd = quote_command(command)
+    def _run(self, command, check: bool, timeout: Optional[float], stdin: bytes | None, limit: int,
+             idle_timeout: Optional[float]) -> Result:
         timeout = self.command_timeout if timeout is DEFAULT else timeout
         deadline = None if timeout is None else time.monotonic() + timeout + KILL_AFTER_S + 2
+        tag = new_tag()
         try:
             channel = self.client.get_transport().open_session(timeout=self.connect_timeout)
             channel.settimeout(None if timeout is None else timeout + KILL_AFTER_S + 2)
-            channel.exec_command(bounded(command, timeout))
+            channel.exec_command(bounded(command, timeout, tag))
             if stdin is not None:
                 self._send_all(channel, stdin, timeout and timeout + KILL_AFTER_S + 2)
             channel.shutdown_write()
             out, err = bytearray(), bytearray()
-            status = self._drain(channel, out.extend, err, deadline, grace=CANCEL_GRACE_S)
+            status = self._drain(channel, bounded_sink(out, limit), err, deadline, idle_timeout, grace=CANCEL_GRACE_S)
+        except TooLong:
+            channel.close()
+            self.end_command(tag)
+            raise BadAnswer(self.host.name, command, reason=f"answered more than {limit:,} bytes, which is not "
+                            "an answer to what tfcompose asked") from None
         except (socket.timeout, TimeoutError) as exc:
-            raise RemoteError(self.host.name, cmd, reason=f"timed out after {timeout:g} s (ended on the host)") from exc
+            self.end_command(tag)
+            idle = f"or silent for {idle_timeout:g} s " if idle_timeout else ""
+            raise RemoteError(self.host.name, command, reason=f"timed out after {timeout:g} s {idle}(ended on the host)"
+                              if timeout is not None else f"silent for {idle_timeout:g} s (ended on the host)") from exc
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise RemoteError(self.host.name, cmd, reason=f"SSH failed: {why(exc)}") from exc
+            raise RemoteError(self.host.name, command, reason=f"SSH failed: {why(exc)}") from exc
         result = Result(status, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
         if status == TIMEOUT_STATUS and timeout is not None:
-            raise RemoteError(self.host.name, cmd, reason=f"timed out after {timeout:g} s (ended on the host)")
+            raise RemoteError(self.host.name, command, reason=f"timed out after {timeout:g} s (ended on the host)")
         if check and status != 0:
-            raise RemoteError(self.host.name, cmd, status, result.stderr)
+            raise RemoteError(self.host.name, command, status, result.stderr)
         return result
 
     def _stream(self, command, on_output: Callable[[bytes], None], stdin_chunks, check: bool,
                 timeout: Optional[float], idle_timeout: Optional[float], stop) -> Result:
-        cmd = quote_command(command)
         idle_timeout = self.command_timeout if idle_timeout is DEFAULT else idle_timeout
         deadline = None if timeout is None else time.monotonic() + timeout + KILL_AFTER_S + 2
+        tag = new_tag() if idle_timeout is not None or timeout is not None else None
         try:
             channel = self.client.get_transport().open_session(timeout=self.connect_timeout)
             channel.settimeout(idle_timeout)
-            channel.exec_command(bounded(command, timeout))
+            channel.exec_command(bounded(command, timeout, tag))
             err = bytearray()
             try:
                 for chunk in stdin_chunks or ():
@@ -223,16 +277,34 @@ class Connection:
             finally:
                 channel.close()
         except (socket.timeout, TimeoutError) as exc:
-            raise RemoteError(self.host.name, cmd, reason="stopped answering (no data moved for "
+            self.end_command(tag)
+            raise RemoteError(self.host.name, command, reason="stopped answering (no data moved for "
                               f"{idle_timeout:g} s, or over {timeout} s in all)") from exc
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise RemoteError(self.host.name, cmd, reason=f"SSH failed: {why(exc)}") from exc
+            raise RemoteError(self.host.name, command, reason=f"SSH failed: {why(exc)}") from exc
         stderr = err.decode("utf-8", "replace")
         if status == TIMEOUT_STATUS and timeout is not None:
-            raise RemoteError(self.host.name, cmd, reason=f"timed out after {timeout:g} s (ended on the host)")
+            raise RemoteError(self.host.name, command, reason=f"timed out after {timeout:g} s (ended on the host)")
         if check and status != 0:
-            raise RemoteError(self.host.name, cmd, status, stderr)
+            raise RemoteError(self.host.name, command, status, stderr)
         return Result(status, "", stderr)
+
+    def end_command(self, tag: Optional[str]) -> None:
+        """End, on the host, a command of ours that outlived our wait for it (its `timeout` and
+        all it started: TERM to the process group, KILL two seconds later). Best effort."""
+        if tag is None or self._client is None:
+            return
+        # The pattern `[t]fcompose-cmd-…` finds the tag, never this script's own command line.
+        script = ('pids=$(pgrep -f "$1"); [ -n "$pids" ] || exit 0; '
+                  'for p in $pids; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; done; '
+                  'sleep 2; for p in $pids; do kill -KILL -- "-$p" 2>/dev/null; done; true')
+        try:
+            channel = self._client.get_transport().open_session(timeout=self.connect_timeout)
+            channel.exec_command(quote_command(["sh", "-c", script, "sh", f"[{tag[0]}]{tag[1:]}"]))
+            channel.status_event.wait(KILL_AFTER_S + 5)
+            channel.close()
+        except (paramiko.SSHException, OSError, EOFError, AttributeError):
+            pass
 
     def _send_all(self, channel, data: bytes, idle_timeout: Optional[float]) -> None:
         """channel.sendall that hears `cancel` while the host's window stays full (sendall would
@@ -271,6 +343,7 @@ class Connection:
                 moved = True
             if channel.recv_stderr_ready():
                 err.extend(channel.recv_stderr(65536))
+                del err[:-STDERR_KEPT]
                 moved = True
             if not moved and channel.exit_status_ready() and not channel.recv_ready() \
                     and not channel.recv_stderr_ready():

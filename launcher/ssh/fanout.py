@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 _pools = itertools.count()     # names each fan-out's threads apart
+SIGNAL_POLL_S = 0.2            # the longest Ctrl-C waits to be heard while hosts work
 
 
 @dataclass
@@ -51,7 +52,11 @@ def fan_out(hosts: Iterable["Host"], step: str, fn: Callable[["Host"], T], paral
     try:
         for host in hosts:
             futures[host.name] = pool.submit(fn, host)
-        wait(futures.values())
+        # In short waits: a signal that lands just before a long wait begins would be handled only
+        # when the wait ends (the wait is not interrupted), so Ctrl-C could be held for a whole step.
+        pending = set(futures.values())
+        while pending:
+            _, pending = wait(pending, timeout=SIGNAL_POLL_S)
     except BaseException:
         _call_off(pool, prefix, cancel)
         raise
@@ -66,13 +71,15 @@ def fan_out(hosts: Iterable["Host"], step: str, fn: Callable[["Host"], T], paral
 
 
 def _call_off(pool: ThreadPoolExecutor, prefix: str, cancel: Optional[threading.Event]) -> None:
-    """Cancel what has not begun and wait for every task begun. The pool's threads are found by
-    name, not through the futures or the pool: the interrupt may land inside `submit`, after a
-    thread has started and before either holds it."""
-    if cancel is not None:
-        cancel.set()
+    """Cancel what has not begun and wait for every task begun. What has not begun is cancelled
+    first: a task called off ends quickly, and its thread would otherwise take the next host's
+    work before the pool is shut. The pool's threads are found by name, not through the futures or
+    the pool: the interrupt may land inside `submit`, after a thread has started and before
+    either holds it."""
     try:
         pool.shutdown(wait=False, cancel_futures=True)
+        if cancel is not None:
+            cancel.set()
         for thread in threading.enumerate():
             if thread.name.startswith(prefix):
                 thread.join()

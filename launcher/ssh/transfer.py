@@ -57,10 +57,7 @@ def _copy_dir(conn, remote: str, local: Path, depth: int, copy: TreeCopy) -> Non
         copy.skipped.append(f"{remote}: nested deeper than {MAX_DEPTH} folders")
         return
     try:
-        entries = conn.sftp.listdir_attr(remote)
-    except UnicodeDecodeError:
-        copy.skipped.append(f"{remote}: holds a file name that is not UTF-8")
-        return
+        entries = _listing(conn, remote, copy)
     except OSError as exc:
         raise RemoteError(conn.host.name, reason=f"cannot list {remote} ({exc.strerror or exc})") from None
     _ensure_dir(local)
@@ -77,6 +74,26 @@ def _copy_dir(conn, remote: str, local: Path, depth: int, copy: TreeCopy) -> Non
             copy.files.append(_get_file(conn, src, local / entry.filename))
         else:
             copy.skipped.append(f"{src}: not a regular file (a link, FIFO or device)")
+
+
+def _listing(conn, remote: str, copy: TreeCopy) -> list:
+    """The folder's entries. SFTP gives none at all when one name is not UTF-8: then the folder is
+    listed by name, and only the names that are not text are left behind (each said)."""
+    try:
+        return conn.sftp.listdir_attr(remote)
+    except UnicodeDecodeError:
+        pass
+    names = conn.run(["ls", "-A1", "--", remote]).stdout.splitlines()
+    entries = []
+    for name in names:
+        if "\ufffd" in name:
+            copy.skipped.append(f"{remote}/{name.encode('ascii', 'backslashreplace').decode()}: a file name that "
+                                "is not UTF-8")
+            continue
+        attr = conn.sftp.lstat(f"{remote}/{name}")
+        attr.filename = name
+        entries.append(attr)
+    return entries
 
 
 def _ensure_dir(path: Path) -> None:

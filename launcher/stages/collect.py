@@ -9,11 +9,12 @@ outside the run folder.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 from launcher import docker_commands as dc
 from launcher.errors import RemoteError
-from launcher.files import PART, write_atomic
+from launcher.files import PART, atomic_writer, write_atomic
 from launcher.inventory.model import Cluster, Host
 from launcher.plan import Plan, make
 from launcher.ssh import transfer
@@ -72,11 +73,26 @@ def fetch_results(group: Group, host: Host, into: Path) -> bool:
     return True
 
 
+LOG_MAX_BYTES = 512 << 20    # a host's log kept in full up to this; past it, cut with a note
+
+
 def fetch_log(host: Host, conn, cluster: str, folder: Path) -> int:
-    text = conn.run(dc.container_logs(newest_container(conn, cluster, host.name)["Id"][:12])).stdout
+    """The host's container log into logs/<host>.log, streamed to disk (never whole in memory)."""
+    command = dc.container_logs(newest_container(conn, cluster, host.name)["Id"][:12])
     folder.mkdir(parents=True, exist_ok=True)
-    write_atomic(folder / f"{host.name}.log", text.encode("utf-8", "replace"))
-    return len(text)
+    kept = [0]
+    stop = threading.Event()
+    with atomic_writer(folder / f"{host.name}.log") as out:
+        def take(chunk: bytes) -> None:
+            room = LOG_MAX_BYTES - kept[0]
+            out.write(chunk[:room])
+            kept[0] += min(len(chunk), room)
+            if len(chunk) > room:
+                stop.set()
+        conn.stream(command, on_output=take, stop=stop)
+        if stop.is_set():
+            out.write(f"\n[tfcompose: the log was cut at {LOG_MAX_BYTES:,} bytes]\n".encode())
+    return kept[0]
 
 
 def point_latest(group: Group, run_dir: Path) -> None:
@@ -92,21 +108,20 @@ def point_latest(group: Group, run_dir: Path) -> None:
 
 
 def gather_parallel(group: Group, plan: Plan, run_dir: Path) -> None:
-    """Every host's results into hosts/<host>/, merged into one results.json; the best model copied up."""
+    """Every host's results into hosts/<host>/ (histories, each host's best model); the chief's
+    results.json, which names every trial of the queue and the host that trained it, as the run's;
+    the overall best model copied up from the host that trained it."""
     fetched = group.run("collect", lambda h, c: fetch_results(group, h, run_dir / "hosts" / h.name))
-    docs = {}
-    for name, ok in fetched.succeeded.items():
-        folder = run_dir / "hosts" / name
-        if ok and (folder / "results.json").is_file():
-            try:
-                docs[name] = results.load(folder)
-            except results.ResultsError as exc:
-                group.reporter.warn(name, f"results left out of the merge: {exc}")
-    if not docs:
+    chief = plan.cluster.chief.name
+    if not fetched.succeeded.get(chief):
         return
-    merged = results.merge_parallel(docs, plan.trial_order, plan.placement)
-    results.write_json_atomic(run_dir / "results.json", merged)
-    # Each host saved its own best; the overall best comes from the host that trained it.
-    source = run_dir / "hosts" / merged["best"]["host"] / "best_model.keras"
-    if source.is_file() and not source.is_symlink():
+    try:
+        doc = results.load(run_dir / "hosts" / chief)
+    except results.ResultsError as exc:
+        group.reporter.warn(chief, f"no results: {exc}")
+        return
+    results.write_json_atomic(run_dir / "results.json", doc)
+    host = doc["best"].get("host")
+    source = run_dir / "hosts" / str(host) / "best_model.keras"
+    if host in {h.name for h in plan.cluster.hosts} and source.is_file() and not source.is_symlink():
         write_atomic(run_dir / "best_model.keras", source.read_bytes())

@@ -39,7 +39,7 @@ def down_host(host: Host, conn, cluster: str, with_purge: bool) -> str:
     removed = remove_containers(host, conn, cluster)
     conn.run(dc.remove_project_networks(cluster))
     # An `up` cut off mid-relay (killed, power cut) can leave its temporary keys: they go now.
-    conn.run(relay.revoke_command(relay.marker(cluster), host.bundle_dir))
+    relay.revoke(conn, host, cluster)
     if with_purge:
         purge(host, conn)
     return f"removed {removed} container(s)" + (f", purged {host.bundle_dir}" if with_purge else "")

@@ -83,36 +83,47 @@ class Matrix:
         return [(a, b, why) for a in self.hosts for b, why in self.state.get(a, {}).items() if why != "open"]
 
     def text(self) -> str:
-        width = max(len(h) for h in self.hosts) + 2
-        rows = ["from \\ to".ljust(width) + "".join(h.ljust(width) for h in self.hosts)]
-        for a in self.hosts:
-            cells = ["-" if a == b else ("open" if self.state[a].get(b) == "open" else "CLOSED") for b in self.hosts]
-            rows.append(a.ljust(width) + "".join(c.ljust(width) for c in cells))
-        return "\n".join(rows)
+        """Rows: the hosts that connected; columns: the hosts they tried (in parallel mode, the chief)."""
+        sources = [a for a in self.hosts if a in self.state]
+        targets = [b for b in self.hosts if any(b in self.state[a] for a in sources)] or sources
+        first = max(len("from \\ to"), *(len(h) for h in sources)) + 2
+        width = max(len("CLOSED"), *(len(h) for h in targets)) + 2
+        rows = ["from \\ to".ljust(first) + "".join(h.ljust(width) for h in targets)]
+        for a in sources:
+            cells = ["-" if a == b else ("open" if self.state[a].get(b) == "open" else "CLOSED") for b in targets]
+            rows.append(a.ljust(first) + "".join(c.ljust(width) for c in cells))
+        return "\n".join(row.rstrip() for row in rows)
 
 
 def needed(plan: Plan, facts: dict[str, dict]) -> bool:
-    """Only hosts that train together talk; a running cluster already holds the ports."""
+    """Hosts that talk: sync, all of them on tf_port; parallel, every host to the chief's trial
+    queue. A running cluster already holds the ports."""
     running = any(f.get("own_running", "0") not in ("", "0") for f in facts.values())
-    return not plan.parallel and len(plan.cluster.hosts) > 1 and not running
+    return len(plan.cluster.hosts) > 1 and not running
+
+
+def listeners(plan: Plan) -> list[Host]:
+    return [h for h in plan.cluster.hosts if plan.listen_port(h)]
 
 
 def check(group: Group, plan: Plan) -> Matrix:
     """The matrix; raises LinkClosed when any link is closed. Listeners are stopped in any case."""
     image = plan.container_image
+    talkers = [h for h in plan.cluster.hosts if targets(plan, h)]
     try:
-        group.staged("links", lambda h, c: c.run(dc.probe_listen(probe_name(plan, h), image, LISTEN, h.tf_port, LISTEN_S)))
+        group.staged("links", lambda h, c: c.run(dc.probe_listen(probe_name(plan, h), image, LISTEN,
+                                                                  plan.listen_port(h), LISTEN_S)), listeners(plan))
         answers = group.staged("links", lambda h, c: json.loads(c.run(
-            dc.probe_connect(image, CONNECT, CONNECT_TIMEOUT_S, targets(plan, h))).stdout or "{}"))
+            dc.probe_connect(image, CONNECT, CONNECT_TIMEOUT_S, targets(plan, h))).stdout or "{}"), talkers)
     finally:
-        group.run("links", lambda h, c: c.run(dc.probe_stop(probe_name(plan, h)), check=False))
+        group.run("links", lambda h, c: c.run(dc.probe_stop(probe_name(plan, h)), check=False), listeners(plan))
     prefix = f"{plan.cluster.name}."
     matrix = Matrix([h.name for h in plan.cluster.hosts],
                     {a: {b.removeprefix(prefix): why for b, why in answers.succeeded[a].items()} for a in answers.succeeded})
     problems = judge(plan, matrix)
     if problems:
-        raise LinkClosed("hosts cannot reach each other's TensorFlow port:\n  " + "\n  ".join(problems)
-                         + "\n" + matrix.text())
+        what = "the chief's trial queue" if plan.parallel else "each other's TensorFlow port"
+        raise LinkClosed(f"hosts cannot reach {what}:\n  " + "\n  ".join(problems) + "\n" + matrix.text())
     return matrix
 
 
@@ -122,7 +133,7 @@ def probe_name(plan: Plan, host: Host) -> str:
 
 
 def targets(plan: Plan, host: Host) -> list[str]:
-    return [f"{probe_name(plan, h)}|{h.address}|{h.tf_port}" for h in plan.cluster.hosts if h.name != host.name]
+    return [f"{probe_name(plan, h)}|{h.address}|{plan.listen_port(h)}" for h in listeners(plan) if h.name != host.name]
 
 
 def judge(plan: Plan, matrix: Matrix) -> list[str]:
@@ -131,7 +142,8 @@ def judge(plan: Plan, matrix: Matrix) -> list[str]:
     lines = []
     for a, b, why in matrix.closed:
         src, dst = hosts[a], hosts[b]
-        lines.append(f"{a} cannot reach {b} at {dst.tf_address} ({why}); on {b}, allow it from {a} only: "
-                     f"sudo iptables -I INPUT -p tcp -s {src.address} --dport {dst.tf_port} -j ACCEPT "
-                     f"(ufw: sudo ufw allow from {src.address} to any port {dst.tf_port} proto tcp)")
+        port = plan.listen_port(dst)
+        lines.append(f"{a} cannot reach {b} at {dst.address}:{port} ({why}); on {b}, allow it from {a} only: "
+                     f"sudo iptables -I INPUT -p tcp -s {src.address} --dport {port} -j ACCEPT "
+                     f"(ufw: sudo ufw allow from {src.address} to any port {port} proto tcp)")
     return lines

@@ -12,33 +12,53 @@ from launcher.ssh.group import Group, connect
 from launcher.stages.status import newest_container
 
 
-def logs(cluster: Cluster, host_name: Optional[str], follow: bool, write: Callable[[bytes], None],
+FOLLOW_GRACE_S = 5.0  # how long other hosts' logs are still followed after the chief's container ended
+MAX_LINE = 64 << 10   # a longer line (a log with no newline at all) is handed on in pieces of this
+
+
+def logs(cluster: Cluster, host_name: Optional[str], follow: bool, emit: Callable[[str, str], None],
          since: Optional[str] = None, tail: Optional[int] = None) -> None:
+    """One host's log (the chief's by default), line by line to `emit(host, line)`."""
     host = cluster.host(host_name) if host_name else cluster.chief
     with connect(cluster, host) as conn:
         command = dc.container_logs(newest_container(conn, cluster.name, host.name)["Id"][:12], tail, follow, since)
-        # Following has no end of its own (the chief may train for days, silent for hours): no
-        # bound there; without --follow the command must end like any other.
-        conn.stream(command, on_output=write, **({"idle_timeout": None} if follow else {}))
-
-FOLLOW_GRACE_S = 5.0  # how long other hosts' logs are still followed after the chief's container ended
+        lines = Lines(host.name, emit)
+        try:
+            # Following has no end of its own (the chief may train for days, silent for hours): no
+            # bound there; without --follow the command must end like any other.
+            conn.stream(command, on_output=lines.feed, **({"idle_timeout": None} if follow else {}))
+        finally:
+            lines.close()
 
 
 class Lines:
-    """Bytes from a stream, handed on as whole lines (the last, unfinished one kept back)."""
+    """Bytes from a stream, handed on as whole lines (the last, unfinished one kept back; one
+    longer than MAX_LINE handed on in pieces). Each byte is copied once: a log that never ends
+    its line costs no more than one that does."""
 
     def __init__(self, host: str, emit: Callable[[str, str], None]):
-        self.host, self.emit, self.rest = host, emit, b""
+        self.host, self.emit = host, emit
+        self.pending: list[bytes] = []
+        self.size = 0
 
     def feed(self, chunk: bytes) -> None:
-        *done, self.rest = (self.rest + chunk).split(b"\n")
-        for line in done:
-            self.emit(self.host, line.decode("utf-8", "replace").rstrip("\r"))
+        *done, chunk = chunk.split(b"\n")
+        for i, line in enumerate(done):
+            self._emit(b"".join(self.pending) + line if i == 0 else line)
+            self.pending, self.size = [], 0
+        if chunk:
+            self.pending.append(chunk)
+            self.size += len(chunk)
+            if self.size >= MAX_LINE:
+                self.close()
 
     def close(self) -> None:
-        if self.rest:
-            self.emit(self.host, self.rest.decode("utf-8", "replace"))
-            self.rest = b""
+        if self.pending:
+            self._emit(b"".join(self.pending))
+            self.pending, self.size = [], 0
+
+    def _emit(self, line: bytes) -> None:
+        self.emit(self.host, line.decode("utf-8", "replace").rstrip("\r"))
 
 
 class AfterGrace:

@@ -31,7 +31,7 @@ class HostReady:
     warnings: list = field(default_factory=list)
 
 
-def preflight(group: Group) -> dict[str, HostReady]:
+def preflight(group: Group, plan: Plan) -> dict[str, HostReady]:
     """Every host's facts; raises PreflightError naming every host that is not ready."""
     name, reporter = group.cluster.name, group.reporter
 
@@ -39,7 +39,8 @@ def preflight(group: Group) -> dict[str, HostReady]:
         reporter.stage(host.name, "connect")
         conn.client  # noqa: B018  (connect now, so SSH problems are reported as such)
         reporter.stage(host.name, "preflight")
-        ready = check_host(host, conn, name, peer_of(group.cluster, host), synced=bool(group.cluster.spec.dataset_source))
+        ready = check_host(host, conn, name, peer_of(group.cluster, host), synced=bool(group.cluster.spec.dataset_source),
+                           port=plan.listen_port(host))
         for warning in ready.warnings:
             reporter.warn(host.name, warning)
         return ready
@@ -50,7 +51,7 @@ def preflight(group: Group) -> dict[str, HostReady]:
 def check_cluster(group: Group, plan: Plan) -> tuple[dict[str, dict], cluster_rules.Findings]:
     """Preflight every host, then the rules across hosts (cluster_rules): every host's facts and
     what they mean for the plan (NICs, GPU counts); the warnings are reported."""
-    facts = {host: ready.facts for host, ready in preflight(group).items()}
+    facts = {host: ready.facts for host, ready in preflight(group, plan).items()}
     found = cluster_rules.decide(plan, facts)
     for host, warning in found.warnings:
         group.reporter.warn(host, warning)
@@ -102,12 +103,14 @@ def peer_of(cluster, host: Host) -> str:
     return others[0].address if others else ""
 
 
-def check_host(host: Host, conn, cluster: str, peer: str = "", synced: bool = False) -> HostReady:
+def check_host(host: Host, conn, cluster: str, peer: str = "", synced: bool = False,
+               port: Optional[int] = None) -> HostReady:
+    """One host's facts and what they mean; `port`: the one its container will listen on."""
     sent = time.time()
-    result = conn.run(dc.host_probe(host.workdir, host.data_dir or "", host.tf_port, cluster, host.name, peer),
+    result = conn.run(dc.host_probe(host.workdir, host.data_dir or "", port or "", cluster, host.name, peer),
                       check=False)
     facts = parse_facts(result.stdout)
-    problems, warnings = judge(host, facts, midpoint=(sent + time.time()) / 2, synced=synced)
+    problems, warnings = judge(host, facts, midpoint=(sent + time.time()) / 2, synced=synced, port=port)
     if problems:
         raise RemoteError(host.name, reason="not ready: " + "; ".join(problems))
     return HostReady(host.name, facts, warnings)
@@ -117,17 +120,21 @@ def parse_facts(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
-def judge(host: Host, facts: dict, midpoint: float, synced: bool = False) -> tuple[list[str], list[str]]:
+def judge(host: Host, facts: dict, midpoint: float, synced: bool = False,
+          port: Optional[int] = -1) -> tuple[list[str], list[str]]:
     """Problems (block the start) and warnings from one host's preflight facts. synced: `up` fills
-    data_dir from dataset_source, so it need not exist yet."""
+    data_dir from dataset_source, so it need not exist yet; port: the one it will listen on
+    (default its tf_port; None: none)."""
+    port = host.tf_port if port == -1 else port
     problems, warnings = [], []
     if facts.get("docker") != "ok":
         problems.append(f"`docker info` fails for this user ({facts.get('docker', 'no answer')})")
     if compose_major(facts.get("compose", "missing")) < 2:
         problems.append(f"docker compose v2 is needed (found: {facts.get('compose', 'missing')})")
     problems += gpu_problems(host, facts)
-    if facts.get("port_busy", "0") not in ("0", "unknown") and facts.get("own_running", "0") == "0":
-        problems.append(f"tf_port {host.tf_port} is already in use")
+    if port and facts.get("port_busy", "0") not in ("0", "unknown") and facts.get("own_running", "0") == "0":
+        what = "tf_port" if port == host.tf_port else "the study port (search.port)"
+        problems.append(f"{what} {port} is already in use")
     if facts.get("workdir") != "ok":
         problems.append(f"workdir {host.workdir} is not writable")
     if facts.get("bundle") == "foreign":

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from launcher import docker_commands as dc
-from launcher.errors import BadAnswer, RemoteError
+from launcher.errors import BadAnswer, RemoteError, summary
 from launcher.inventory.model import Cluster, Host
 from launcher.ssh.group import Group
 from launcher.text import printable
@@ -103,7 +103,7 @@ def _uptime(state: dict) -> Optional[float]:
 
 def unreachable(host: str, exc: BaseException) -> HostStatus:
     """A host whose status could not be read: `unknown` when it answered nonsense, else `unreachable`."""
-    why = printable(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    why = summary(exc)
     return HostStatus(host, "unknown" if isinstance(exc, BadAnswer) else "unreachable", error=why)
 
 

@@ -15,7 +15,7 @@ from typing import Optional
 from launcher import plan as plan_mod
 from launcher.dataset import source as dataset_source, sync as dataset
 from launcher.dataset.digest import digest
-from launcher.errors import ClusterFailed, TfcError
+from launcher.errors import ClusterFailed, TfcError, summary
 from launcher.image import stage as image
 from launcher.image.on_host import ImageOutcome
 from launcher.inventory.model import Cluster
@@ -78,4 +78,4 @@ def collect_after(group: Group, plan, outcome: wait.RunOutcome, runs_dir: Path) 
     except TfcError as exc:
         if not outcome.failed:
             raise
-        group.reporter.warn(None, f"collecting after the failure: {str(exc).splitlines()[0]}")
+        group.reporter.warn(None, f"collecting after the failure: {summary(exc)}")

@@ -16,6 +16,7 @@ from typing import Optional
 
 from launcher import docker_commands as dc
 from launcher.inventory.model import Host
+from launcher.errors import summary
 from launcher.plan import Plan
 from launcher.ssh.group import Group
 from launcher.stages.down import stop_all
@@ -33,6 +34,7 @@ class RunOutcome:
     failed: bool
     message: str
     states: list = field(default_factory=list)
+    lost: list = field(default_factory=list)      # parallel mode: hosts the search went on without
 
 
 # --- the rules ------------------------------------------------------------------------------------
@@ -44,8 +46,20 @@ def final_failure(st: HostStatus, retries: int) -> bool:
 
 
 def must_finish(plan: Plan) -> list[str]:
-    """Whose exit 0 ends the run: every host in parallel mode, else the chief."""
-    return [h.name for h in plan.cluster.hosts] if plan.parallel else [plan.cluster.chief.name]
+    """Whose exit 0 ends the run: the chief (in parallel mode it ends once every trial is
+    accounted for, whichever hosts trained them)."""
+    return [plan.cluster.chief.name]
+
+
+def essential(plan: Plan, names) -> list[str]:
+    """The hosts whose failure fails the run: all of them in sync mode (MWMS cannot lose one);
+    in parallel mode the chief alone (another host's trials go to the hosts that remain)."""
+    return [n for n in names if not plan.parallel or n == plan.cluster.chief.name]
+
+
+def lost_hosts(states: dict[str, HostStatus], retries: int, unreachable: list[str]) -> list[str]:
+    """Parallel mode: hosts that failed for good or stopped answering — the run went on without them."""
+    return [n for n, st in states.items() if final_failure(st, retries) or n in unreachable]
 
 
 def finished(states: dict[str, HostStatus], names: list[str]) -> bool:
@@ -79,8 +93,8 @@ def deadline(run, elapsed: float, missing: Optional[list[str]], ports: dict[str,
 # --- the loop -------------------------------------------------------------------------------------
 
 def wait_for_end(group: Group, plan: Plan, poll_s: float = 2.0, act: bool = True) -> RunOutcome:
-    """Until the run finishes (the chief; in parallel mode every host) or fails; on failure every container of the cluster is stopped
-    (act=False, for `watch`: only reported)."""
+    """Until the run finishes (the chief exits 0) or fails; on failure every container of the
+    cluster is stopped (act=False, for `watch`: only reported)."""
     retries = plan.cluster.spec.defaults.restart_retries
     started, joined, unreachable_since = time.monotonic(), plan.cluster.spec.run is None, {}
     ports = {h.name: h.tf_port for h in plan.cluster.hosts}
@@ -95,12 +109,11 @@ def wait_for_end(group: Group, plan: Plan, poll_s: float = 2.0, act: bool = True
             else:
                 unreachable_since.pop(name, None)
         if finished(states, must_finish(plan)):
-            return RunOutcome(False, f"chief {plan.cluster.chief.name} finished (exit 0)" if not plan.parallel
-                              else "every host finished its trials (exit 0)", list(states.values()))
-        failures = first_failures(states, retries)
+            return finish(group, plan, states, lost(unreachable_since, now, limit), act)
+        failures = [f for f in first_failures(states, retries) if f.host in essential(plan, [f.host])]
         if failures:
             return fail_fast(group, failures, list(states.values()), act)
-        gone = lost(unreachable_since, now, limit)
+        gone = essential(plan, lost(unreachable_since, now, limit))
         if gone:
             stopped = (list(stop_all(group).succeeded) or ["none: no host answered"]) if act else ["none: watching"]
             return RunOutcome(True, f"{', '.join(gone)} stopped answering for {limit:g} s; stopped the cluster's "
@@ -112,6 +125,27 @@ def wait_for_end(group: Group, plan: Plan, poll_s: float = 2.0, act: bool = True
             stop_all(group)
             return RunOutcome(True, f"stopped every container of the cluster: {overdue}", list(states.values()))
         time.sleep(poll_s)
+
+
+def finish(group: Group, plan: Plan, states: dict[str, HostStatus], unreachable: list[str], act: bool) -> RunOutcome:
+    """The chief finished: in parallel mode, name the hosts the search went on without, and stop
+    what still runs on the others (their queue has closed)."""
+    chief = plan.cluster.chief.name
+    if not plan.parallel:
+        return RunOutcome(False, f"chief {chief} finished (exit 0)", list(states.values()))
+    retries = plan.cluster.spec.defaults.restart_retries
+    gone = lost_hosts(states, retries, unreachable)
+    if act and any(st.state == "running" for n, st in states.items() if n != chief):
+        stop_all(group, [h for h in plan.cluster.hosts if h.name != chief])
+    said = "; ".join(f"{n} was lost ({_how(states[n])}): the trial it was training went to another host" for n in gone)
+    return RunOutcome(False, f"chief {chief} finished (exit 0): every trial is accounted for"
+                      + (f"; {said}" if said else ""), list(states.values()), lost=gone)
+
+
+def _how(st: HostStatus) -> str:
+    if st.state == "exited":
+        return f"exit code {st.exit_code} after {st.restarts} restart(s)"
+    return st.state if not st.error else f"{st.state}: {st.error}"
 
 
 def show(group: Group, plan: Plan, states: dict[str, HostStatus], elapsed: float) -> None:
@@ -151,7 +185,7 @@ def fail_fast(group: Group, failures: list[HostStatus], states: list, act: bool 
         try:
             tail = group.conn(host).run(dc.container_logs(failed.container, tail=15), check=False).stdout
         except Exception as exc:  # the log is a courtesy: a host that stopped answering still fails fast
-            tail = f"(its log could not be read: {str(exc).splitlines()[0]})"
+            tail = f"(its log could not be read: {summary(exc)})"
     if act:
         stop_all(group)
     detail = f"exit code {failed.exit_code}" if failed.state == "exited" else failed.state

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from support.common import REPO
-from launcher.ssh.connection import PASSPHRASE_ENV
+from launcher.ssh.explain import PASSPHRASE_ENV
 from support.sshd import keygen
 from support.cluster import TRAIN, labelled
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 
 import pytest
 import yaml
@@ -68,7 +69,7 @@ def test_up_syncs_the_dataset_exactly_sends_only_changes_and_refuses_hosts_that_
     monkeypatch.setattr(dataset, "tar_stream", cut)
     code, out, err = cli(capsys, "up", "-i", str(inv))
     assert code == 1 and labelled(name) == [], out + err
-    assert "dataset failed" in err and "the link went down" in err  # (h0 was filled by the refused up above)
+    assert "dataset failed" in err and "the link went down" in err
     for folder in data:
         for path in folder.rglob("*.png"):
             assert path.read_bytes() == (source / path.relative_to(folder)).read_bytes()
@@ -112,4 +113,48 @@ def test_up_syncs_the_dataset_exactly_sends_only_changes_and_refuses_hosts_that_
     assert code == 0, out + err
     lines = dataset_lines(out)
     assert lines["h1"][2] == 1 and lines["h0"][2] == 0 and copy_files(data[1]) == files
+    assert cli(capsys, "down", "-i", str(inv))[0] == 0
+
+
+def test_a_copied_marker_or_a_linked_data_dir_is_never_filled_and_a_refusal_changes_no_host(
+        cluster_env, image_folder, capsys, tmp_path):
+    source = tmp_path / "oasis"
+    shutil.copytree(image_folder, source)
+    name, inv, hosts = cluster_env(n=2, train=TRAIN)
+    with_dataset(inv, hosts, source)
+    data = [h.workdir / "data" for h in hosts]
+    assert cli(capsys, "up", "-i", str(inv))[0] == 0
+    files = copy_files(source)
+
+    # h1's folder replaced by a copy of h0's (`cp -a` carries the marker along) plus a thesis;
+    # h0 holds a file the sync would remove. Refused on h1, and nothing changes on h0 either.
+    shutil.rmtree(data[1])
+    subprocess.run(["cp", "-a", str(data[0]), str(data[1])], check=True)
+    (data[1] / "thesis").mkdir()
+    (data[1] / "thesis" / "chapter1.tex").write_text("\\chapter{One}")
+    (data[0] / "extra.png").write_bytes(b"not in the source")
+    code, out, err = cli(capsys, "up", "-i", str(inv))
+    assert code == 1 and "h1: data_dir" in err and "copied" in err and "nothing was changed on any host" in err, out + err
+    assert (data[1] / "thesis" / "chapter1.tex").read_text() == "\\chapter{One}"
+    assert (data[0] / "extra.png").exists()
+
+    # A data_dir that is a link into a folder carrying h0's marker: refused too.
+    shutil.rmtree(data[1])
+    data[1].symlink_to(data[0])
+    code, out, err = cli(capsys, "up", "-i", str(inv))
+    assert code == 1 and "symbolic link" in err and (data[0] / "extra.png").exists(), out + err
+    data[1].unlink()
+
+    # Both hosts on one folder (NFS, or two hosts on one machine): synced once, and it is exact.
+    doc = yaml.safe_load(inv.read_text())
+    doc["hosts"][1]["data_dir"] = str(data[0])
+    inv.write_text(yaml.safe_dump(doc, sort_keys=False))
+    code, out, err = cli(capsys, "up", "-i", str(inv))
+    assert code == 0, out + err
+    assert copy_files(data[0]) == files and not (data[0] / "extra.png").exists()
+
+    # An empty folder appearing in a synced data_dir is removed, and later ups pass.
+    (data[0] / "train" / "new-class").mkdir()
+    code, out, err = cli(capsys, "up", "-i", str(inv))
+    assert code == 0 and not (data[0] / "train" / "new-class").exists(), out + err
     assert cli(capsys, "down", "-i", str(inv))[0] == 0

@@ -65,6 +65,7 @@ class HostCase:
     bound: float = 40.0
     check: Optional[Callable[[World, object], None]] = None
     during: Optional[Callable[[World], None]] = None   # runs in a thread while the command runs
+    edit: Optional[Callable[[dict, World], None]] = None   # changes the inventory before the command
 
 
 def running(w: World, i: int = 0, run: str | None = None, state: str = "exited") -> dict:
@@ -125,6 +126,28 @@ def hang_after_start(w: World) -> None:
         time.sleep(0.2)
 
 
+def progress_file(text: str) -> Callable[[World], None]:
+    """The chief finished; its progress file says `text` (what a tampered host could write)."""
+    def setup(w: World) -> None:
+        w.engines[0].containers(running(w))
+        (w.results() / "progress-worker-0.json").write_text(text)
+    return setup
+
+
+PROGRESS = ('{{"schema": 1, "task": "worker:0", "trial_index": 1, "trials": 2, "trial": "small_cnn", "epoch": 1, '
+            '"epochs": 2, "seconds_per_epoch": {spe}, "images_per_second": 1, "loss": 1, "accuracy": 0.5, '
+            '"val_loss": 1, "val_accuracy": 0.5, "restarts": 0, "updated": 1, "done": false, "recent": []}}')
+
+
+def image_folder_on_host(doc: dict, w: World) -> None:
+    """A hand-copied image folder on the host: `preflight` compares every host's manifest."""
+    data = w.hosts[0].workdir / "data"
+    (data / "train" / "a").mkdir(parents=True, exist_ok=True)
+    (data / "train" / "a" / "1.png").write_bytes(b"x")
+    doc["train"]["dataset"] = {"kind": "image_folder", "train_dir": "/data/train"}
+    doc["defaults"]["data_dir"] = str(data)
+
+
 def foreign_folder(w: World) -> None:
     folder = w.hosts[0].workdir / w.cluster / "alice"
     folder.mkdir(parents=True)
@@ -162,7 +185,8 @@ HOST_CASES = [
     HostCase("results-fifo", ["collect", "-i", "{inv}", "--runs", "{out}/runs"],
              results_tree(lambda r: os.mkfifo(r / "pipe")), says="not a regular file"),
     HostCase("results-non-utf8-name", ["collect", "-i", "{inv}", "--runs", "{out}/runs"],
-             results_tree(non_utf8_name), says="not UTF-8"),
+             results_tree(non_utf8_name), says="not UTF-8",       # the one name is left behind, not the folder
+             check=assert_file(lambda w: run_dir(w) / "fine.txt", "kept")),
     HostCase("results-thousand-folders-deep", ["collect", "-i", "{inv}", "--runs", "{out}/runs"],
              results_tree(nested), says="nested deeper than"),
     HostCase("results-json-not-json", ["collect", "-i", "{inv}", "--runs", "{out}/runs"],
@@ -193,6 +217,21 @@ HOST_CASES = [
              lambda w: (w.engines[0].containers(running(w, state="running")),
                         w.engines[0].logs("\x1b]0;owned\x07[worker:0] small_cnn epoch 1/2 loss=1\x1b[2J\x1b[31m\n")),
              says="small_cnn epoch 1/2", check=lambda w, o: "\x1b" not in o.out + o.err),
+    # Hardening II: every printer strips what a host says; every answer is bounded in size and time.
+    HostCase("logs-one-host-escape-sequences", ["logs", "-i", "{inv}", "--no-follow"],
+             lambda w: (w.engines[0].containers(running(w)),
+                        w.engines[0].logs("\x1b]52;c;cGF5bG9hZA==\x07[worker:0] epoch 1/2\u202e\x1b[2J\x9b31m\n")),
+             says="[worker:0] epoch 1/2", check=lambda w, o: not any(c in o.out + o.err for c in "\x1b\u202e\x9b")),
+    HostCase("logs-all-50-megabytes-without-a-newline", ["logs", "-i", "{inv}", "--all", "--no-follow"],
+             lambda w: (w.engines[0].containers(running(w)), w.engines[0].logs("x" * (50 << 20))), says="xxxx", bound=40),
+    HostCase("inspect-answers-20-megabytes", ["status", "-i", "{inv}"],
+             lambda w: w.engines[0].raw_inspect("[" + " " * (20 << 20) + "]"), says="answered more than"),
+    HostCase("progress-seconds-per-epoch-1e308", ["watch", "-i", "{inv}", "--poll", "0.2"],
+             progress_file(PROGRESS.format(spe="1e308")), says="finished"),
+    HostCase("progress-seconds-per-epoch-infinity", ["watch", "-i", "{inv}", "--poll", "0.2"],
+             progress_file(PROGRESS.format(spe="Infinity")), says="finished"),
+    HostCase("manifest-never-answers", ["preflight", "-i", "{inv}"], lambda w: w.engines[0].hang_python(), exit=(1,),
+             says="silent for 3 s", edit=image_folder_on_host),
     # 2. a wedged dockerd: reported as such, the other hosts go on, nothing left running there
     HostCase("status-one-host-hangs", ["status", "-i", "{inv}"], hang(1), hosts=2, says="unreachable"),
     HostCase("down-one-host-hangs", ["down", "-i", "{inv}"], hang(1), hosts=2, says="timed out"),
@@ -267,6 +306,9 @@ def make_world(case: HostCase, farm, tmp_path: Path) -> World:
     doc = yaml.safe_load(path.read_text())
     doc["ssh"]["command_timeout_s"] = TIMEOUT_S
     doc["image_mode"] = "pull"
+    world = World(tmp_path / "op", name, hosts, engines)
+    if case.edit:
+        case.edit(doc, world)
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    world = World(tmp_path / "op", name, hosts, engines, plan.make(load_cluster(path)).run_id)
+    world.run_id = plan.make(load_cluster(path)).run_id
     return world

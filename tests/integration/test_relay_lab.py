@@ -162,3 +162,64 @@ def test_a_broken_hop_does_not_fail_up_the_launcher_serves_the_host_after_it(lab
         assert relay_traces(lab) == []
     finally:
         cli(capsys, "down", "-i", str(inv))
+
+
+def code_inventory(lab: Lab, tmp_path: Path, image: str) -> tuple[str, Path]:
+    """A `run:` project: its code is a new layer h1 and h2 lack (h0, this machine, has it), so
+    the chain h1 → h2 carries a few KB, not the whole image."""
+    code_dir = tmp_path / "code"
+    code_dir.mkdir()
+    (code_dir / "main.py").write_text(f"# {uuid.uuid4()}\nimport time\nprint('relay test code', flush=True)\ntime.sleep(600)\n")
+    name = f"r{uuid.uuid4().hex[:8]}"
+    inv = write_inventory(lab, tmp_path / "inv.yaml", name, lab.hosts, known_hosts=lab.known_hosts(), image=image,
+                          image_relay="on", run={"command": ["python", "main.py"], "code_dir": str(code_dir)})
+    return name, inv
+
+
+def test_a_host_whose_ssh_folder_cannot_be_written_keeps_every_key_and_is_served_directly(
+        lab, tmp_path, trainer_image, image_cache, monkeypatch, capsys):  # noqa: F811
+    # ~/.ssh immutable, authorized_keys itself writable: a key added there could never be removed
+    # again without rewriting the file in place, so the relay is refused on h2 before it begins.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(image_cache))
+    name, inv = code_inventory(lab, tmp_path, trainer_image)
+    keys, before = lab.hosts[2].authorized_keys, lab.hosts[2].authorized_keys.read_bytes()
+    subprocess.run(["chattr", "+i", str(keys.parent)], check=True)
+    try:
+        code, out, err = cli(capsys, "up", "-i", str(inv))
+    finally:
+        subprocess.run(["chattr", "-i", str(keys.parent)], check=True)
+    try:
+        assert code == 0, out + err
+        assert keys.read_bytes() == before
+        line = [line for line in out.splitlines() if line.startswith("h2: image (")][-1]   # its summary
+        assert "sent directly: the relay did not serve it" in line and "could not be removed again" in line, out
+        assert relay_traces(lab) == []
+    finally:
+        cli(capsys, "down", "-i", str(inv))
+
+
+def test_a_hop_loads_only_the_image_this_up_ships_whoever_sends_it(lab, tmp_path, trainer_image, image_cache,
+                                                                   monkeypatch):  # noqa: F811
+    # What a compromised host before h1 and h2 could send with its hop key: another image, tagged
+    # `victim:latest`. Both hosts' real engines refuse it; the chain is taken down all the same.
+    from launcher.image import local, relay
+    from launcher.image.local import Shipment
+    from launcher.inventory.load import load_cluster
+    from launcher.ssh.group import Group
+    monkeypatch.setenv("XDG_CACHE_HOME", str(image_cache))
+    (tmp_path / "victim").mkdir()
+    (tmp_path / "victim" / "Dockerfile").write_text("FROM scratch\nCOPY evil /evil\n")
+    (tmp_path / "victim" / "evil").write_text("attacker's file\n")
+    subprocess.run(["docker", "build", "-q", "-t", "victim:latest", str(tmp_path / "victim")], check=True,
+                   capture_output=True)
+    attack = subprocess.run("docker save victim:latest | gzip -1", shell=True, check=True, capture_output=True).stdout
+    parts = Shipment(trainer_image, local.local_image_id(trainer_image)).parts()
+    name = f"r{uuid.uuid4().hex[:8]}"
+    cluster = load_cluster(write_inventory(lab, tmp_path / "inv.yaml", name, lab.hosts[1:],
+                                           known_hosts=lab.known_hosts(), image=trainer_image, image_relay="on"))
+    with Group(cluster) as group:
+        result = relay.run_chain(group, list(cluster.hosts), iter([attack]), name, parts.expectation([0]))
+    for host in lab.hosts[1:]:
+        assert host.docker("image", "inspect", "victim:latest", check=False).returncode != 0, host.name
+    assert "h1" in result.broken and "status 3" in result.broken["h1"], result
+    assert relay_traces(lab) == [] and not result.not_removed

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import threading
 import time
 
@@ -9,10 +10,10 @@ import pytest
 
 from support.common import free_ports
 from launcher.inventory.load import load_cluster
-from launcher.errors import CalledOff, ConnectError, ExitCode, HostKeyError, RemoteError
+from launcher.errors import CalledOff, ConnectError, ExitCode, HostKeyError, KeyFileError, RemoteError
 from launcher.ssh import group
 from launcher.ssh.group import Group
-from launcher.ssh.connection import PASSPHRASE_ENV
+from launcher.ssh.explain import PASSPHRASE_ENV
 from support.sshd import keygen, write_inventory
 
 pytestmark = pytest.mark.integration
@@ -118,9 +119,37 @@ def test_passphrase_protected_key_from_the_environment(sshd_farm, one_host, tmp_
     with pytest.raises(ConnectError) as err:
         connect(sshd_farm, tmp_path, one_host, identity_file=locked).run("true")
     assert PASSPHRASE_ENV in str(err.value)
+    monkeypatch.setenv(PASSPHRASE_ENV, "wrong horse")
+    with pytest.raises(KeyFileError) as err:
+        connect(sshd_farm, tmp_path, one_host, identity_file=locked).run("true")
+    assert f"does not open the private key {locked}" in str(err.value) and err.value.exit_code == ExitCode.BAD_INPUT
     monkeypatch.setenv(PASSPHRASE_ENV, "correct horse")
     with connect(sshd_farm, tmp_path, one_host, identity_file=locked) as conn:
         assert conn.run("echo in").stdout == "in\n"
+
+
+def test_an_identity_file_that_is_no_key_is_named(sshd_farm, one_host, tmp_path):
+    not_a_key = tmp_path / "passwd"
+    not_a_key.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    with pytest.raises(KeyFileError) as err:
+        connect(sshd_farm, tmp_path, one_host, identity_file=not_a_key).run("true")
+    assert f"identity_file {not_a_key}: not a private key" in str(err.value)
+
+
+def test_a_port_where_no_ssh_server_speaks_is_said_as_such_without_retrying(sshd_farm, one_host, tmp_path):
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)                        # accepts, never says a word
+    one_host.port, real = silent.getsockname()[1], one_host.port
+    started = time.monotonic()
+    try:
+        with pytest.raises(ConnectError) as err:
+            connect(sshd_farm, tmp_path, one_host, ssh={"connect_timeout_s": 2}).run("true")
+    finally:
+        one_host.port = real
+        silent.close()
+    assert "no SSH banner within 2 s" in str(err.value) and "No existing session" not in str(err.value)
+    assert time.monotonic() - started < 10      # one attempt, not three
 
 
 def test_a_command_past_its_bound_is_ended_on_the_host(sshd_farm, one_host, tmp_path):

@@ -44,7 +44,14 @@ class FakeDocker:
 
     def env(self) -> dict[str, str]:
         return {"PATH": f"{self.folder / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-                "FAKE_DOCKER_DIR": str(self.folder)}
+                "FAKE_DOCKER_DIR": str(self.folder), "PYTHONPATH": str(self.folder / "py")}
+
+    def hang_python(self) -> None:
+        """The host's python3 never answers (the dataset manifest runs it): a login shell may put
+        its own python first on PATH, so the stand-in is a sitecustomize that every python3 loads."""
+        (self.folder / "py").mkdir(exist_ok=True)
+        (self.folder / "py" / "sitecustomize.py").write_text(
+            f"import os\nos.execvp('sleep', ['sleep', '{HANG_SECONDS}'])\n")
 
     def hang(self, on: bool = True) -> None:
         (self.folder / "mode").write_text("hang" if on else "normal")

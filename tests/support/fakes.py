@@ -34,6 +34,7 @@ class FakeConnection:
         self.streams: list[tuple[list, bytes]] = []
         self.uploads: dict[str, str] = {}
         self.bytes_sent = 0
+        self.command_timeout = 120.0
 
     def run(self, command, check: bool = True, **kw) -> Result:
         self.commands.append(command)

@@ -21,11 +21,17 @@ TFCOMPOSE = [sys.executable, "-c", "from launcher.cli import run; run()"]
 TRAINER = [sys.executable, "-m", "trainer"]
 
 
+@dataclass(frozen=True)
+class Link:
+    """A symbolic link to write among a case's files."""
+    target: str
+
+
 @dataclass
 class Case:
     name: str
     argv: list[str]                                   # {work} and {out} are replaced
-    files: dict[str, str | bytes] = field(default_factory=dict)   # written into {work} first
+    files: dict[str, str | bytes | Link] = field(default_factory=dict)   # written into {work} first
     exit: tuple[int, ...] = (2,)
     says: str = ""                                    # a piece of what it prints
     bound: float = 30.0
@@ -63,7 +69,10 @@ def run_case(case: Case, sandbox: Path) -> Outcome:
     for name, content in case.files.items():
         path = out / name[4:] if name.startswith("out/") else work / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+        if isinstance(content, Link):
+            path.symlink_to(content.target)
+        else:
+            path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
     argv = [a.replace("{work}", str(work)).replace("{out}", str(out)) for a in case.argv]
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2",
            **case.env}
@@ -199,6 +208,15 @@ def inventory_cases() -> list[Case]:
                  **{"d/train/CN/a.png": "x"}),
         validate("dataset-source-ok", inventory(dataset_source="./d", defaults={"data_dir": "/data"}), "valid",
                  exit=(0,), **{"d/train/CN/a.png": "x"}),
+        # Hardening II: names `up` could never copy are refused at validate, loops do not crash it.
+        validate("dataset-source-name-not-utf8", inventory(dataset_source="./d", defaults={"data_dir": "/data"}),
+                 "not UTF-8", **{os.fsdecode(b"d/train/CN/scan-\xff.png"): "x"}),
+        validate("dataset-source-name-too-long", inventory(dataset_source="./d", defaults={"data_dir": "/data"}),
+                 "too long to copy", **{"d/train/CN/" + "n" * 245 + ".png": "x"}),
+        validate("dataset-source-symlink-loop", inventory(dataset_source="./d", defaults={"data_dir": "/data"}),
+                 "loops", **{"d/train/CN/a.png": "x", "d/train/CN/loop.png": Link("loop.png")}),
+        validate("code-dir-name-not-utf8", inventory(run=RUN), "valid", exit=(0,),
+                 **{**CODE, os.fsdecode(b"code/data-\xff.bin"): "x"}),
     ]
     return cases
 
@@ -237,7 +255,31 @@ def cli_cases() -> list[Case]:
              says="--target"),
         Case("render-jobset-without-namespace", ["render", "-i", "{work}/inventory.yaml", "--target", "jobset", "-o",
                                                  "{out}"], good, says="kubernetes.namespace"),
+        # Hardening II: results files no tfcompose wrote, and pictures that are no pictures.
+        *[Case(f"runs-and-report-restarts-{label}", ["report", "{out}/runs/c/aaaaaaaaaaaa"], run_files(restarts=value),
+               says="restarts: Received") for label, value in (("text", '"many"'), ("list", "[1]"), ("huge", "1e400"))],
+        *[Case(f"runs-lists-the-good-run-beside-restarts-{label}", ["runs", "--runs", "{out}/runs"],
+               {**run_files(restarts=value), **run_files("bbbbbbbbbbbb")}, exit=(0,), says="bbbbbbbbbbbb")
+          for label, value in (("text", '"many"'), ("list", "[1]"), ("huge", "1e400"))],
+        Case("compare-beside-a-broken-run", ["compare", "bbbb", "--runs", "{out}/runs", "-o", "{out}/c.png"],
+             {**run_files(restarts="1e400"), **run_files("bbbbbbbbbbbb")}, exit=(0,), says="c.png"),
+        Case("report-nested-too-deep", ["report", "{out}/r"], {"out/r/results.json": "[" * 100_000}, says="nested too deep"),
+        Case("compare-to-a-text-file", ["compare", "bbbb", "--runs", "{out}/runs", "-o", "{out}/x.txt"],
+             run_files("bbbbbbbbbbbb"), says="--output"),
+        Case("compare-to-a-folder", ["compare", "bbbb", "--runs", "{out}/runs", "-o", "{out}/runs"],
+             run_files("bbbbbbbbbbbb"), says="--output"),
+        Case("report-nan-is-not-the-best", ["report", "{out}/runs/c/bbbbbbbbbbbb"], run_files("bbbbbbbbbbbb", nan=True),
+             exit=(0,), says="1 │ y "),
     ]
+
+
+def run_files(run: str = "aaaaaaaaaaaa", restarts: str = "0", nan: bool = False) -> dict[str, str]:
+    """A collected run folder's results.json (two trials; x's val_accuracy NaN when `nan`)."""
+    record = ('{{"candidate": "{name}", "val_accuracy": {acc}, "val_loss": 1, "train_seconds": 1, '
+              '"images_per_second": 1, "params": 1, "epochs": 1}}')
+    trials = ", ".join(record.format(name=n, acc=a) for n, a in (("x", "NaN" if nan else "0.5"), ("y", "0.4")))
+    return {f"out/runs/c/{run}/results.json": f'{{"schema": 1, "restarts": {restarts}, "started": "2026-11-2{run[0] == "b"}T10:00:00", '
+                                              f'"candidates": [{trials}]}}'}
 
 
 # --- the trainer ----------------------------------------------------------------------------------

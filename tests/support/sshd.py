@@ -112,14 +112,14 @@ def wait_for_port(port: int, proc: subprocess.Popen, log: Path, address: str = "
 def write_inventory(farm: SshdFarm, path: Path, cluster: str, hosts: list[SshdHost], *, known_hosts: Path | None = None,
                     policy: str = "strict", train: dict | None = None, image: str = "tfcompose-trainer:test",
                     base_image: str = "tf-offline-base:cpu", extra_hosts: list[dict] | None = None,
-                    identity_file: Path | None = None, **top) -> Path:
+                    identity_file: Path | None = None, ssh: dict | None = None, **top) -> Path:
     """An inventory whose hosts are this farm's sshd processes on 127.0.0.1."""
     import yaml
     doc = {
         "cluster": cluster, "image": image, "base_image": base_image, "image_mode": "ship",
         "ssh": {"user": farm.user, "identity_file": str(identity_file or farm.user_key), "host_key_policy": policy,
                 "known_hosts": str(known_hosts or farm.root / "known_hosts"), "config_file": str(farm.root / "no-config"),
-                "connect_timeout_s": 5},
+                "connect_timeout_s": 5, **(ssh or {})},
         "defaults": {"gpus": 0, "shm_size": "256m", "restart_retries": 0},
         **({} if "run" in top else {"train": train or {}}),
         "hosts": [{"name": h.name, "address": h.address, "ssh_port": h.port, "tf_port": h.tf_port,

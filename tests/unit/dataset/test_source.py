@@ -53,3 +53,23 @@ def test_validate_names_the_file_and_field_of_a_bad_dataset_source_and_exits_2(t
     assert main(["validate", "-i", str(inv)]) == 2
     err = capsys.readouterr().err.strip().splitlines()[:-1]  # the last line counts the problems
     assert len(err) == 1 and err[0].startswith(f"{inv}:2:") and "dataset_source" in err[0] and "not an existing folder" in err[0]
+
+
+@pytest.mark.parametrize("breakage, says", [
+    (lambda r: (r / "train" / "CN" / "loop.png").symlink_to(r / "train" / "CN" / "loop.png"), "loops or points at nothing"),
+    (lambda r: (r / "train" / "CN" / os.fsdecode(b"scan-\xff.png")).write_bytes(b"x"), "not UTF-8"),
+    (lambda r: (r / "train" / "CN" / ("n" * 245 + ".png")).write_bytes(b"x"), "too long to copy"),
+])
+def test_names_up_could_never_copy_are_refused_by_validate(tmp_path, breakage, says):
+    root = make_source(tmp_path / "d")
+    breakage(root)
+    (problem,) = source.source_problems(root)
+    assert says in problem and "\udcff" not in problem
+
+
+def test_a_cache_folder_that_cannot_be_made_only_costs_time(tmp_path, monkeypatch):
+    root = make_source(tmp_path / "d")
+    (tmp_path / "not-a-folder").write_text("x")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "not-a-folder"))
+    doc = source.source_manifest(root, tmp_path / "inv.yaml")
+    assert sorted(doc["files"]) == ["train/AD/b.png", "train/CN/a.png", "val/CN/c.png"]

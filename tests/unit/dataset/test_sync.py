@@ -2,16 +2,22 @@
 from __future__ import annotations
 
 import io
+import json
 import tarfile
+from types import SimpleNamespace
+
 import pytest
 from launcher.dataset import digest as dd, sync as dataset
+from launcher.errors import BadAnswer
+from launcher.ssh.connection import Result
 from support.builders import make_source
+from support.fakes import FakeConnection
 
 
 def test_sync_sends_missing_and_changed_files_and_removes_extras_and_links():
     source = {"files": {"a": [1, "h1"], "b": [2, "h2"], "c": [3, "h3"]}, "other": [], "empty_dirs": [], "unreadable": []}
     copy = {"files": {"a": [1, "h1"], "b": [2, "OLD"], "x": [9, "hx"]}, "other": ["lnk"], "empty_dirs": [], "unreadable": []}
-    assert dataset.plan_sync(source, copy) == (["b", "c"], ["x", "lnk"])
+    assert dataset.plan_sync(source, copy) == (["b", "c"], ["lnk", "x"])
     assert dataset.plan_sync(source, source) == ([], [])
 
 
@@ -41,15 +47,21 @@ def test_paths_a_host_names_must_stay_inside_its_data_dir_and_be_printable(name,
     assert dataset.safe_relative(name) is ok
 
 
-def test_a_host_manifest_naming_paths_outside_is_a_bad_answer():
-    from launcher.ssh.connection import Result
-    from launcher.errors import BadAnswer
+GOOD = "a" * 64
 
-    class Conn:
-        def run(self, command, **kw):
-            return Result(0, '{"files": {"../../home/op/.ssh/authorized_keys": [1, "h"]}, "other": [], '
-                             '"empty_dirs": [], "unreadable": []}', "")
-    host = type("H", (), {"name": "h1", "data_dir": "/data", "bundle_dir": "/w/c"})()
-    plan = type("P", (), {"container_image": "img"})()
+
+@pytest.mark.parametrize("answer", [
+    {"files": {"../../home/op/.ssh/authorized_keys": [1, GOOD]}, "other": [], "empty_dirs": [], "unreadable": []},
+    {"files": {"a.png": ["many", GOOD]}, "other": [], "empty_dirs": [], "unreadable": []},
+    {"files": {"a.png": [1, "short"]}, "other": [], "empty_dirs": [], "unreadable": []},
+    {"files": {"a.png": [1, GOOD]}, "other": [["nested"]], "empty_dirs": [], "unreadable": []},
+    {"files": {"a\x1b]52;c;cGF5bG9hZA==\x07.png": [1, GOOD]}, "other": [], "empty_dirs": [], "unreadable": []},
+    ["not", "a", "manifest"],
+    "[" * 100_000,
+])
+def test_a_host_manifest_that_is_not_one_tfcompose_writes_is_a_bad_answer(answer):
+    text = answer if isinstance(answer, str) else json.dumps(answer)
+    conn = FakeConnection(lambda command: Result(0, text, ""))
     with pytest.raises(BadAnswer, match="relative paths inside data_dir"):
-        dataset.host_manifest(Conn(), plan, host)
+        dataset.host_manifest(conn, SimpleNamespace(container_image="img"),
+                              SimpleNamespace(name="h1", data_dir="/data", bundle_dir="/w/c"))

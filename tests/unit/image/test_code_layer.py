@@ -3,7 +3,11 @@ ID (so an unchanged project ships nothing), and the config is the parent's with 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import tarfile
+
+from launcher import plan
 from launcher.image import code_layer as code_image
 
 
@@ -46,3 +50,27 @@ def test_the_config_is_the_parents_with_the_layer_and_the_code_label_on_top():
     assert config["config"]["Labels"] == {"keep": "me", "tfcompose.code": "abc123"}
     assert config["config"]["Entrypoint"] == ["tfcompose-entrypoint"] and config["config"]["WorkingDir"] == "/workspace"
     assert len(config["history"]) == 2 and config["created"] == parent["created"]
+
+
+def test_git_history_fifos_and_sockets_are_neither_in_the_layer_nor_in_the_run_id(tmp_path):
+    folder = project(tmp_path / "p")
+    before = plan.code_hash(folder)
+    (folder / ".git").mkdir()
+    (folder / ".git" / "HEAD").write_text("ref: refs/heads/main\n")      # a `git commit`: no file of the code changed
+    os.mkfifo(folder / "pipe")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(folder / "agent.sock"))
+        assert plan.code_hash(folder) == before
+        code_image.layer_tar(folder, tmp_path / "a.tar")
+    with tarfile.open(tmp_path / "a.tar") as tar:
+        assert not any(n.endswith(("pipe", "agent.sock")) or ".git" in n for n in tar.getnames())
+
+
+def test_a_file_name_that_is_not_utf8_is_hashed_and_carried_as_it_is(tmp_path):
+    folder = project(tmp_path / "p")
+    odd = os.fsdecode(b"data-\xff.bin")
+    (folder / odd).write_bytes(b"x")
+    assert plan.code_hash(folder) != plan.code_hash(project(tmp_path / "q"))
+    code_image.layer_tar(folder, tmp_path / "a.tar")
+    with tarfile.open(tmp_path / "a.tar") as tar:
+        assert f"workspace/{odd}" in tar.getnames()

@@ -67,3 +67,24 @@ def test_a_layer_held_under_another_parent_is_still_sent():
     a, b, c = (digest(bytes([i])) for i in range(3))
     assert layers.missing_layers([a, c], layers.present_chains([[b, c]])) == [0, 1]
     assert layers.missing_layers([a, c], layers.present_chains([[a, b], [a, c, b]])) == []
+
+
+@pytest.mark.parametrize("damage", [
+    lambda cache, image_id, parts: (parts.layer_dir / f"{parts.diff_ids[1][7:]}.size").write_text("garbage"),
+    lambda cache, image_id, parts: _meta(cache, image_id, config="7b7d"),                        # another config
+    lambda cache, image_id, parts: _meta(cache, image_id, diff_ids=["sha256:../../../../etc/passwd"]),
+    lambda cache, image_id, parts: (cache / "images" / f"{image_id[7:]}.json").write_text("{not json"),
+])
+def test_a_damaged_cache_entry_is_a_miss_and_the_image_is_split_again(tmp_path, damage):
+    saved, image_id = docker_save(BLOBS)
+    cache = tmp_path / "cache"
+    parts = layers.split_save("t:1", image_id, chunks_of(saved), cache)
+    damage(cache, image_id, parts)
+    assert layers.load_parts("t:1", image_id, cache) is None
+    again = layers.split_save("t:1", image_id, chunks_of(saved), cache)
+    assert layers.load_parts("t:1", image_id, cache) == again and again.layer_size(1) == len(BLOBS[1])
+
+
+def _meta(cache, image_id, **changes):
+    path = cache / "images" / f"{image_id[7:]}.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))

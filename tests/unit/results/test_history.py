@@ -2,10 +2,17 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+
 import matplotlib.image
-from launcher.results import history as runs
+import pytest
+
 from launcher.cli import main
+from launcher.results import history as runs, report
+from support.common import REPO
 
 
 def run_folder(folder: Path, best: float, started: str) -> Path:
@@ -39,3 +46,65 @@ def test_runs_lists_collected_runs_and_compare_draws_both(tmp_path, capsys, monk
     assert "small_cnn 0.9000" in out and "small_cnn 0.8000" in out
     assert matplotlib.image.imread(png).shape[0] > 100
     assert main(["compare", "zzzz", "--runs", str(tmp_path / "runs")]) == 2
+
+
+def test_runs_names_the_same_best_as_the_leaderboard_when_two_trials_tie(tmp_path):
+    folder = run_folder(tmp_path / "runs" / "lab" / "cccccccccccc", 0.9, "2026-11-20T10:00:00")
+    doc = json.loads((folder / "results.json").read_text())
+    doc["candidates"][1].update(val_accuracy=0.9, val_loss=0.5)       # deep_cnn ties, with the lower loss
+    doc["candidates"].append({**doc["candidates"][0], "candidate": "nan_cnn", "val_accuracy": float("nan")})
+    (folder / "results.json").write_text(json.dumps(doc))
+    (summary,) = runs.find(tmp_path / "runs")
+    board = report.ranked(doc)
+    assert summary.best == board[0]["candidate"] == "deep_cnn" and board[-1]["candidate"] == "nan_cnn"
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"restarts": "many"}, "restarts: Received 'many'. Expected an integer ≥ 0."),
+    ({"restarts": [1]}, "restarts: Received [1]"),
+    ({"restarts": 1e400}, "restarts: Received inf"),
+    ({"workers": True}, "workers: Received True"),
+])
+def test_a_results_file_tfcompose_did_not_write_is_named_and_other_runs_still_listed(tmp_path, capsys, change, says):
+    good = run_folder(tmp_path / "runs" / "lab" / "aaaaaaaaaaaa", 0.9, "2026-11-20T10:00:00")
+    bad = run_folder(tmp_path / "runs" / "lab" / "bbbbbbbbbbbb", 0.8, "2026-11-21T10:00:00")
+    doc = json.loads((bad / "results.json").read_text())
+    (bad / "results.json").write_text(json.dumps({**doc, **change}).replace("Infinity", "1e400"))
+    assert [r.run_id for r in runs.find(tmp_path / "runs")] == [good.name]
+    assert main(["compare", "aaaa", "--runs", str(tmp_path / "runs"), "-o", str(tmp_path / "c.png")]) == 0
+    assert main(["report", str(bad)]) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_results_nested_too_deep_is_bad_input_not_a_crash(tmp_path, capsys):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "results.json").write_text("[" * 100_000)
+    assert main(["report", str(folder)]) == 2 and "nested too deep" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["x.txt", "folder"])
+def test_compare_refuses_an_output_that_is_no_picture_file(tmp_path, capsys, name):
+    run_folder(tmp_path / "runs" / "lab" / "aaaaaaaaaaaa", 0.9, "2026-11-20T10:00:00")
+    (tmp_path / "folder").mkdir()
+    assert main(["compare", "aaaa", "--runs", str(tmp_path / "runs"), "-o", str(tmp_path / name)]) == 2
+    assert "--output: Received" in capsys.readouterr().err and not (tmp_path / "folder.png").exists()
+
+
+def test_off_a_terminal_tables_print_whole_at_any_columns(tmp_path):
+    folder = run_folder(tmp_path / "runs" / "a-cluster-with-a-long-name" / "aaaaaaaaaaaa", 0.9, "2026-11-20T10:00:00")
+    doc = json.loads((folder / "results.json").read_text())
+    doc["candidates"][0]["candidate"] = "small_cnn@lr=0.0001,bs=16,width=128,dropout=0.25"
+    doc["candidates"][0]["params"] = 1_493_636
+    (folder / "results.json").write_text(json.dumps(doc))
+    for columns in ("40", "80", "400"):
+        env = {**os.environ, "COLUMNS": columns, "PYTHONPATH": str(REPO)}
+        out = subprocess.run([sys.executable, "-c", "from launcher.cli import run; run()", "runs", "--runs",
+                              str(tmp_path / "runs")], env=env, capture_output=True, text=True, check=True).stdout
+        header = next(line for line in out.splitlines() if "cluster" in line)
+        assert all(title in header for title in ("cluster", "started", "mode", "best trial", "val_acc", "duration",
+                                                 "restarts")), out
+        assert "small_cnn@lr=0.0001,bs=16,width=128,dropout=0.25" in out and "a-cluster-with-a-long-name" in out
+        out = subprocess.run([sys.executable, "-c", "from launcher.cli import run; run()", "report", str(folder)],
+                             env=env, capture_output=True, text=True, check=True).stdout
+        assert "1,493,636" in out and "small_cnn@lr=0.0001,bs=16,width=128,dropout=0.25" in out

@@ -27,14 +27,16 @@ def test_a_host_fails_for_good_only_when_docker_gave_up(status, retries, final):
     assert wait.final_failure(status, retries) is final
 
 
-def test_sync_ends_when_the_chief_exits_0_parallel_when_every_host_does():
+def test_the_run_ends_when_the_chief_exits_0_and_only_sync_mode_fails_with_any_host():
     sync, par = plan_mod.make(cluster()), plan_mod.make(cluster(train={"search": {"mode": "parallel"},
                                                                         "candidates": ["small_cnn", "deep_cnn"]}))
     states = {"h0": st("h0", "exited", 0), "h1": st("h1", "running")}
-    assert wait.finished(states, wait.must_finish(sync))
-    assert not wait.finished(states, wait.must_finish(par))
-    assert wait.finished({**states, "h1": st("h1", "exited", 0)}, wait.must_finish(par))
+    assert wait.finished(states, wait.must_finish(sync)) and wait.finished(states, wait.must_finish(par))
     assert not wait.finished({"h0": st("h0", "exited", 1), "h1": st("h1", "exited", 0)}, wait.must_finish(sync))
+    # a lost host fails a sync run (MWMS cannot lose one); in parallel mode its trials go elsewhere
+    assert wait.essential(sync, ["h0", "h1"]) == ["h0", "h1"] and wait.essential(par, ["h0", "h1"]) == ["h0"]
+    gone = {"h0": st("h0", "exited", 0), "h1": st("h1", "exited", 137), "h2": st("h2", "running")}
+    assert wait.lost_hosts(gone, retries=0, unreachable=["h2"]) == ["h1", "h2"]
 
 
 def test_the_first_host_to_fail_is_named_first():

@@ -1,4 +1,4 @@
-"""results.json (trainer/results.py): merging parallel results, refusing what tfcompose did not write."""
+"""results.json (trainer/results.py): the one rule for the best, refusing what tfcompose did not write."""
 from __future__ import annotations
 
 import pytest
@@ -10,18 +10,12 @@ def record(name: str, acc: float) -> dict:
             "images_per_second": 10.0, "params": 100, "epochs": 2, "history": f"history/{name}.csv"}
 
 
-def test_parallel_results_merge_in_placement_order_with_the_best_over_all_hosts():
-    docs = {"a": {"schema": 1, "replicas": 1, "restarts": 0, "started": "2026-01-01T10:00:00", "finished": "2026-01-01T10:05:00",
-                  "candidates": [record("t1", 0.5), record("t3", 0.9)]},
-            "b": {"schema": 1, "replicas": 2, "restarts": 1, "started": "2026-01-01T09:59:00", "finished": "2026-01-01T10:07:00",
-                  "candidates": [record("t2", 0.7)]}}
-    merged = results.merge_parallel(docs, ["t3", "t2", "t1"], {"a": ["t3", "t1"], "b": ["t2"]})
-    assert [r["candidate"] for r in merged["candidates"]] == ["t3", "t2", "t1"]
-    assert merged["best"] == {"candidate": "t3", "val_accuracy": 0.9, "host": "a"}
-    assert merged["candidates"][1]["history"] == "hosts/b/history/t2.csv"
-    assert (merged["mode"], merged["workers"], merged["replicas"], merged["restarts"]) == ("parallel", 2, 3, 1)
-    assert (merged["started"], merged["finished"]) == ("2026-01-01T09:59:00", "2026-01-01T10:07:00")
-    results.check(merged, "merged")
+def test_one_rule_for_the_best_trial_ties_to_the_lower_loss_and_nan_last():
+    trials = [record("first", 0.9), {**record("tie", 0.9), "val_loss": 0.01}, {**record("nan", 0.5), "val_accuracy": float("nan")},
+              record("low", 0.2)]
+    assert [r["candidate"] for r in results.ranked(trials)] == ["tie", "first", "low", "nan"]
+    assert results.best(trials)["candidate"] == "tie"
+    assert results.better(trials[1], trials[0]) and not results.better(trials[0], trials[1]) and results.better(trials[3], None)
 
 
 @pytest.mark.parametrize("doc, field", [

@@ -1,0 +1,68 @@
+"""The search space (trainer/space.py): what cannot be searched is said before any host is
+contacted, and a grid is today's grid."""
+from __future__ import annotations
+
+import pytest
+
+from trainer import space
+from trainer.config import TrainConfig
+from trainer.trials import expand
+
+
+def cfg(**search) -> TrainConfig:
+    return TrainConfig.model_validate({"candidates": ["small_cnn", "deep_cnn"], "epochs": 4, "search": search})
+
+
+def test_a_grid_from_before_the_study_gives_the_same_trials_in_the_same_order():
+    # The names and order today's files meant (candidate × learning rate × batch size).
+    old = cfg(learning_rates=[0.01, 0.001], batch_per_replica=[16, 32])
+    assert [t.name for t in expand(old)] == [
+        "small_cnn@lr=0.01,bs=16", "small_cnn@lr=0.01,bs=32", "small_cnn@lr=0.001,bs=16", "small_cnn@lr=0.001,bs=32",
+        "deep_cnn@lr=0.01,bs=16", "deep_cnn@lr=0.01,bs=32", "deep_cnn@lr=0.001,bs=16", "deep_cnn@lr=0.001,bs=32"]
+    assert [t.name for t in expand(cfg())] == ["small_cnn", "deep_cnn"]
+    assert not old.search.uses_study and not cfg().search.uses_study
+
+
+def test_a_candidates_own_hyperparameters_extend_its_grid_points():
+    points = space.grid(cfg(hyperparameters={"small_cnn": {"width": [32, 64], "dropout": [0.0, 0.25]}}))
+    assert [p["name"] for p in points[:4]] == ["small_cnn@lr=0.001,bs=32,width=32,dropout=0",
+                                               "small_cnn@lr=0.001,bs=32,width=32,dropout=0.25",
+                                               "small_cnn@lr=0.001,bs=32,width=64,dropout=0",
+                                               "small_cnn@lr=0.001,bs=32,width=64,dropout=0.25"]
+    assert points[4] == {"candidate": "deep_cnn", "name": "deep_cnn@lr=0.001,bs=32",
+                         "values": {"learning_rate": 0.001, "batch_per_replica": 32}}
+
+
+@pytest.mark.parametrize("search, field, says", [
+    ({"learning_rate": {"log_uniform": [1e-4, 1e-1]}}, "search.learning_rate", "sampler: random or tpe"),
+    ({"learning_rates": [0.1, 0.01], "trials": 5}, "search.trials", "at most 4"),
+    ({"sampler": "tpe"}, "search.trials", "number of trials"),
+    ({"sampler": "random", "trials": 3, "min_epochs": 5, "max_epochs": 3}, "search.min_epochs", "min_epochs ≤ max_epochs"),
+    ({"sampler": "random", "trials": 3, "pruner": "asha", "min_epochs": 9}, "search.min_epochs", "min_epochs ≤ epochs"),
+    ({"hyperparameters": {"small_cnn": {"depth": [2, 3]}}}, "search.hyperparameters.small_cnn.depth", "width, dropout"),
+    ({"hyperparameters": {"vgg16": {"dropout": [0.1]}}}, "search.hyperparameters.vgg16", "one of small_cnn, deep_cnn"),
+    ({"learning_rate": [0.1], "learning_rates": [0.2]}, "search.learning_rate", "one of them"),
+])
+def test_what_cannot_be_searched_names_its_field(search, field, says):
+    found = space.problems(cfg(**search))
+    assert any(p.path == field and says in p.expected for p in found), [(p.path, p.expected) for p in found]
+
+
+def test_a_search_that_can_run_has_no_problem():
+    assert space.problems(cfg(sampler="tpe", trials=20, learning_rate={"log_uniform": [1e-4, 1e-1]},
+                              batch_per_replica={"log_integer": [16, 64]}, pruner="hyperband", min_epochs=1,
+                              hyperparameters={"small_cnn": {"width": {"log_integer": [16, 128]}}})) == []
+
+
+def test_the_builtin_builders_take_exactly_the_hyperparameters_validate_allows():
+    import ast
+    import inspect
+    from pathlib import Path
+    source = Path(inspect.getsourcefile(space)).with_name("models.py").read_text()
+    taken = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and node.name in ("small_cnn", "deep_cnn", "build"):
+            taken[node.name] = tuple(a.arg for a in node.args.args[3:])
+    assert taken["small_cnn"] == space.BUILTIN_HYPERPARAMETERS["small_cnn"]
+    assert taken["deep_cnn"] == space.BUILTIN_HYPERPARAMETERS["deep_cnn"]
+    assert taken["build"] == space.BUILTIN_HYPERPARAMETERS["vgg16"] == space.BUILTIN_HYPERPARAMETERS["resnet50"]

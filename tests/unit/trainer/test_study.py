@@ -1,0 +1,89 @@
+"""The study (trainer/study.py) over Optuna, without TensorFlow: which trials run, in what order,
+which are pruned at a rung, and what becomes of a lost host's trial."""
+from __future__ import annotations
+
+import math
+
+from trainer.config import TrainConfig
+from trainer.study import Study, rungs
+
+
+def cfg(**search) -> TrainConfig:
+    return TrainConfig.model_validate({"candidates": ["small_cnn", "deep_cnn"], "epochs": 9, "search": search})
+
+
+def finish(study: Study, trial, acc: float, state: str = "complete") -> None:
+    study.finish(trial.number, {"candidate": trial.name, "val_accuracy": acc, "val_loss": 1 - acc, "state": state})
+
+
+def test_a_grid_is_handed_out_in_order_once_each(tmp_path):
+    study = Study(cfg(learning_rates=[0.1, 0.01], pruner="asha"), tmp_path)
+    seen = []
+    while (trial := study.next("h0")) is not None:
+        seen.append((trial.name, trial.candidate, trial.learning_rate))
+        finish(study, trial, 0.5)
+    assert seen == [("small_cnn@lr=0.1,bs=32", "small_cnn", 0.1), ("small_cnn@lr=0.01,bs=32", "small_cnn", 0.01),
+                    ("deep_cnn@lr=0.1,bs=32", "deep_cnn", 0.1), ("deep_cnn@lr=0.01,bs=32", "deep_cnn", 0.01)]
+    assert study.done() and study.counts()["done"] == 4
+
+
+def test_a_sampled_search_draws_its_budget_from_the_ranges_and_repeats_with_its_seed(tmp_path):
+    space = {"sampler": "tpe", "trials": 6, "seed": 7, "learning_rate": {"log_uniform": [1e-4, 1e-1]},
+             "hyperparameters": {"small_cnn": {"width": {"log_integer": [16, 128]}}}}
+    draws = []
+    for run in ("a", "b"):
+        study, drawn = Study(cfg(**space), tmp_path / run), []
+        while (trial := study.next()) is not None:
+            assert 1e-4 <= trial.learning_rate <= 1e-1
+            assert trial.candidate == "deep_cnn" or 16 <= trial.hyperparameters["width"] <= 128
+            drawn.append((trial.candidate, trial.learning_rate, tuple(trial.hyperparameters.items())))
+            finish(study, trial, trial.learning_rate * 5)
+        draws.append(drawn)
+    assert len(draws[0]) == 6 and draws[0] == draws[1]
+    assert all(name.startswith(("small_cnn#", "deep_cnn#")) for name in (r["candidate"] for r in study.records()))
+
+
+def test_asha_stops_a_trial_that_falls_behind_at_its_first_rung(tmp_path):
+    study = Study(cfg(learning_rates=[0.1, 0.01, 0.001], pruner="asha", min_epochs=1, reduction_factor=3), tmp_path)
+    assert rungs(study.cfg) == [1, 3]
+    good = study.next()
+    assert [study.report(good.number, e, 0.9) for e in range(1, 10)] == [False] * 9
+    finish(study, good, 0.9)
+    bad = study.next()
+    assert study.report(bad.number, 1, 0.1) is True                 # behind the top 1/3 at epoch 1
+    finish(study, bad, 0.1, "pruned")
+    record = next(r for r in study.records() if r["trial"] == bad.number)
+    assert record["state"] == "pruned" and study.counts()["pruned"] == 1
+    diverged = study.next()
+    assert study.report(diverged.number, 1, math.nan) is True       # NaN: not worth its epochs
+
+
+def test_a_lost_hosts_trial_goes_to_another_host_with_the_same_values_outside_the_budget(tmp_path):
+    study = Study(cfg(sampler="random", trials=2, seed=1, learning_rate={"log_uniform": [1e-4, 1e-1]}), tmp_path)
+    first = study.next("h1")
+    study.report(first.number, 1, 0.4)
+    assert study.resume_or_next("h1").number == first.number         # h1 came back in time: its own trial again
+    retry_name = study.lose(first.number, "h1 stopped answering for 60 s")
+    assert retry_name == f"{first.name}~r1" and study.lose(first.number, "again") is None
+    retry = study.next("h2")
+    assert (retry.name, retry.learning_rate, retry.candidate) == (retry_name, first.learning_rate, first.candidate)
+    finish(study, retry, 0.8)
+    second = study.next("h2")
+    assert second is not None and second.name != retry.name           # the retry did not use up the budget
+    finish(study, second, 0.6)
+    assert study.next("h2") is None and study.done()
+    lost = next(r for r in study.records() if r["trial"] == first.number)
+    assert lost["state"] == "retried" and lost["retried_as"] == retry_name and lost["host"] == "h1"
+    assert lost["curve"] == [0.4] and math.isnan(lost["val_loss"])
+    assert next(r for r in study.records() if r["candidate"] == retry_name)["retry_of"] == first.number
+
+
+def test_a_restarted_chief_resumes_the_study_from_its_folder(tmp_path):
+    study = Study(cfg(learning_rates=[0.1, 0.01]), tmp_path)
+    finish(study, study.next(), 0.7)
+    running = study.next("h0")
+    again = Study(cfg(learning_rates=[0.1, 0.01]), tmp_path)          # a new process, the same study.db
+    assert again.resume_or_next("h0").number == running.number
+    assert again.report(running.number, 1, 0.5) is False
+    finish(again, running, 0.6)
+    assert [r["state"] for r in again.records()] == ["complete", "complete"]

@@ -1,0 +1,234 @@
+"""The study: which trials run, what they reached, which are stopped early. Owner of study.db.
+
+Optuna does the searching: its samplers (a grid's points enqueued one by one as they are due,
+RandomSampler, TPESampler),
+its pruners (SuccessiveHalvingPruner = ASHA, HyperbandPruner) and its storage (SQLite in the
+chief's results folder, so a restarted chief resumes the search). One process only ever opens it:
+the chief, which in sync mode decides for every worker (search.py sends its decisions round with
+a collective) and in parallel mode serves the other hosts (queue.py).
+
+Trial numbers are Optuna's; a trial's name is a grid point's (`small_cnn@lr=0.01,bs=16`) or
+`<candidate>#<number>`; a retry after a lost host is `<name>~r<k>`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import threading
+from pathlib import Path
+from typing import Optional
+
+from trainer import space
+from trainer.config import Range, TrainConfig
+from trainer.trials import Trial
+
+FILE = "study.db"
+NAME, RECORD, HOST, RETRY_OF = "tfc:name", "tfc:record", "tfc:host", "tfc:retry_of"
+
+
+def sampler(cfg: TrainConfig, seed: int):
+    import optuna
+    if cfg.search.sampler == "tpe":
+        return optuna.samplers.TPESampler(seed=seed)
+    return optuna.samplers.RandomSampler(seed=seed)   # a grid's points are enqueued: each is asked in order
+
+
+def pruner(cfg: TrainConfig):
+    import optuna
+    search = cfg.search
+    if search.pruner == "asha":
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=search.min_epochs,
+                                                      reduction_factor=search.reduction_factor)
+    if search.pruner == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=search.min_epochs, max_resource=space.max_epochs(cfg),
+                                              reduction_factor=search.reduction_factor)
+    return optuna.pruners.NopPruner()
+
+
+def rungs(cfg: TrainConfig) -> list[int]:
+    """The epochs at which trials are judged: min_epochs × reduction_factor^k up to max_epochs."""
+    if cfg.search.pruner == "none":
+        return []
+    out, epoch = [], cfg.search.min_epochs
+    while epoch < space.max_epochs(cfg):
+        out.append(epoch)
+        epoch *= cfg.search.reduction_factor
+    return out
+
+
+class Study:
+    """The search's trials, thread-safe (the chief's own loop and the queue's server share it)."""
+
+    def __init__(self, cfg: TrainConfig, results_dir: Path):
+        import optuna
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.cfg, self.lock = cfg, threading.RLock()
+        seed = cfg.search.seed if cfg.search.seed is not None else cfg.seed
+        results_dir.mkdir(parents=True, exist_ok=True)
+        storage = optuna.storages.RDBStorage(f"sqlite:///{results_dir / FILE}",
+                                             engine_kwargs={"connect_args": {"timeout": 60}})
+        self.study = optuna.create_study(study_name="tfcompose", storage=storage, direction="maximize",
+                                         sampler=sampler(cfg, seed), pruner=pruner(cfg), load_if_exists=True)
+        self.budget = cfg.search.trials or (space.grid_size(cfg) if cfg.search.sampler == "grid" else 0)
+        self._grid = space.grid(cfg)[:self.budget] if cfg.search.sampler == "grid" else []
+        self._handles: dict[int, object] = {}
+
+    # --- asking --------------------------------------------------------------------------------
+    def resume_or_next(self, host: str = "") -> Optional[Trial]:
+        """The trial `host` was running when it stopped (resumed from its backup), else the next."""
+        with self.lock:
+            mine = [t for t in self._running() if t.user_attrs.get(HOST, "") == host]
+            if mine:
+                return self._trial_of(mine[0])
+            return self.next(host)
+
+    def next(self, host: str = "") -> Optional[Trial]:
+        """The next trial to train, or None while none is due (the budget used, no retry waiting)."""
+        import optuna
+        with self.lock:
+            waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+            asked = self._asked()
+            if not waiting and asked >= self.budget:
+                return None
+            if not waiting and self._grid:      # a grid point is queued only when it is due: a retry goes first
+                point = self._grid[asked]
+                self.study.enqueue_trial(self._params(point["candidate"], point["values"]), user_attrs={NAME: point["name"]})
+            handle = self.study.ask()
+            candidate = handle.suggest_categorical("candidate", list(self.cfg.candidates))
+            values = {d.name: self._suggest(handle, candidate, d) for d in space.dimensions(self.cfg, candidate)}
+            name = handle.user_attrs.get(NAME) or f"{candidate}#{handle.number + 1:03d}"
+            handle.set_user_attr(NAME, name)
+            handle.set_user_attr(HOST, host)
+            self._handles[handle.number] = handle
+            return Trial.of(name, candidate, values, number=handle.number)
+
+    def _asked(self) -> int:
+        """Trials drawn from the budget (a retry of a lost host's trial does not count)."""
+        return sum(1 for t in self.study.get_trials(deepcopy=False) if RETRY_OF not in t.user_attrs
+                   and t.state.name != "WAITING")
+
+    @staticmethod
+    def _params(candidate: str, values: dict) -> dict:
+        return {"candidate": candidate, **{_key(candidate, k): v for k, v in values.items()}}
+
+    @staticmethod
+    def _suggest(handle, candidate: str, dim: space.Dimension):
+        key = _key(candidate, dim.name)
+        spec = dim.spec
+        if not isinstance(spec, Range):
+            return handle.suggest_categorical(key, list(spec))
+        low, high = spec.bounds
+        if spec.kind in ("integer", "log_integer"):
+            return handle.suggest_int(key, low, high, log=spec.kind == "log_integer")
+        return handle.suggest_float(key, low, high, log=spec.kind == "log_uniform")
+
+    # --- what trials reached -------------------------------------------------------------------
+    def report(self, number: int, epoch: int, val_accuracy: float) -> bool:
+        """The trial's figure after `epoch`; whether the pruner stops it there."""
+        with self.lock:
+            handle = self._handle(number)
+            if not math.isfinite(val_accuracy):
+                return self.cfg.search.pruner != "none"       # a diverged trial is not worth its epochs
+            handle.report(val_accuracy, epoch)
+            return handle.should_prune()
+
+    def finish(self, number: int, record: dict) -> None:
+        """The trial ended: complete, or pruned (record["state"]); its record kept for results.json."""
+        import optuna
+        with self.lock:
+            self._handle(number).set_user_attr(RECORD, json.dumps(record))
+            value = record["val_accuracy"]
+            if record.get("state") == "pruned":
+                self.study.tell(number, state=optuna.trial.TrialState.PRUNED, skip_if_finished=True)
+            elif math.isfinite(value):
+                self.study.tell(number, value, skip_if_finished=True)
+            else:
+                self.study.tell(number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+
+    def lose(self, number: int, why: str) -> Optional[str]:
+        """A host stopped answering while it trained `number`: failed there, and the same values
+        queued again for another host (the retry's name). None if the trial had already ended."""
+        import optuna
+        with self.lock:
+            frozen = self.study._storage.get_trial(self._handle(number)._trial_id)
+            if frozen.state != optuna.trial.TrialState.RUNNING:
+                return None
+            base = frozen.user_attrs[NAME].split("~")[0]
+            tries = 1 + sum(1 for t in self.study.get_trials(deepcopy=False) if t.user_attrs.get(NAME, "").startswith(base + "~"))
+            name = f"{base}~r{tries}"
+            self._handle(number).set_user_attr(RECORD, json.dumps({"state": "retried", "why": why, "retried_as": name}))
+            self.study.tell(number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+            self.study.enqueue_trial(frozen.params, user_attrs={NAME: name, RETRY_OF: number})
+            return name
+
+    def running_hosts(self) -> dict[int, str]:
+        with self.lock:
+            return {t.number: t.user_attrs.get(HOST, "") for t in self._running()}
+
+    def done(self) -> bool:
+        """Every trial of the budget asked and ended, and no retry waiting."""
+        import optuna
+        with self.lock:
+            live = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,
+                                                                 optuna.trial.TrialState.WAITING))
+            return not live and self._asked() >= self.budget
+
+    def counts(self) -> dict:
+        """Where the search is, for the live view: trials done, pruned, running, left, the best so far."""
+        with self.lock:
+            states = [t.state.name for t in self.study.get_trials(deepcopy=False)]
+            finished = [t for t in self.study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
+            best = max(finished, key=lambda t: t.value) if finished else None
+            return {"done": states.count("COMPLETE"), "pruned": states.count("PRUNED"),
+                    "running": states.count("RUNNING"), "left": max(self.budget - self._asked(), 0) + states.count("WAITING"),
+                    "best": best.user_attrs.get(NAME, "") if best else "", "best_val_accuracy": best.value if best else -1.0}
+
+    def records(self) -> list[dict]:
+        """results.json's record of every trial, in order: the record its host sent, or for a
+        trial that never finished (its host lost), what the study knows of it."""
+        with self.lock:
+            out = []
+            for frozen in self.study.get_trials(deepcopy=True):
+                sent = json.loads(frozen.user_attrs.get(RECORD, "{}"))
+                record = sent if sent.get("state") in ("complete", "pruned") else {**self._unfinished(frozen), **sent}
+                out.append({**record, "trial": frozen.number, "host": frozen.user_attrs.get(HOST, record.get("host", "")),
+                            **({"retry_of": frozen.user_attrs[RETRY_OF]} if RETRY_OF in frozen.user_attrs else {})})
+            return out
+
+    def _unfinished(self, frozen) -> dict:
+        curve = [float(frozen.intermediate_values[e]) for e in sorted(frozen.intermediate_values)]
+        trial = self._trial_of(frozen) if "candidate" in frozen.params else None
+        return {"candidate": frozen.user_attrs.get(NAME, f"trial {frozen.number}"),
+                "architecture": trial.candidate if trial else "", "val_accuracy": curve[-1] if curve else math.nan,
+                "val_loss": math.nan, "train_seconds": 0.0, "images_per_second": 0.0, "params": 0,
+                "epochs": space.max_epochs(self.cfg), "epochs_run": len(curve), "curve": curve,
+                "state": {"FAIL": "failed", "RUNNING": "running", "WAITING": "waiting"}.get(frozen.state.name, "failed"),
+                "hyperparameters": ({"learning_rate": trial.learning_rate, "batch_per_replica": trial.batch_per_replica,
+                                     **trial.hyperparameters} if trial else {})}
+
+    def trials(self) -> list:
+        return self.study.get_trials(deepcopy=True)
+
+    # --- inside ----------------------------------------------------------------------------------
+    def _running(self) -> list:
+        import optuna
+        return self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+
+    def _handle(self, number: int):
+        """The trial to report to: asked by this process, or (after a restart) rebuilt from storage."""
+        if number not in self._handles:
+            import optuna
+            frozen = next(t for t in self.study.get_trials(deepcopy=False) if t.number == number)
+            self._handles[number] = optuna.trial.Trial(self.study, frozen._trial_id)
+        return self._handles[number]
+
+    def _trial_of(self, frozen) -> Trial:
+        candidate = frozen.params["candidate"]
+        values = {d.name: frozen.params[_key(candidate, d.name)] for d in space.dimensions(self.cfg, candidate)}
+        return Trial.of(frozen.user_attrs[NAME], candidate, values, number=frozen.number)
+
+
+def _key(candidate: str, name: str) -> str:
+    """A value's name in the study: the learning rate and batch size are shared; a candidate's own
+    hyperparameters are its own (TPE then models them per candidate)."""
+    return name if name in ("learning_rate", "batch_per_replica") else f"{candidate}.{name}"
