@@ -59,7 +59,9 @@ DOCKER_TASK = """# One task: this node's container, named after the job and step
 read -r -d '' task <<'TASK' || true
 name="tfcompose-$TFC_CLUSTER-$SLURM_JOB_ID-$SLURM_STEP_ID-$SLURM_PROCID"
 remove() {{ docker rm -f "$name" >/dev/null 2>&1 || true; }}
-{gpus}trap 'remove; wait; remove; exit 143' TERM
+{gpus}# Signalled: remove the container, wait for `docker run` to end, and remove once more (a
+# container created while the first removal ran). Ending any other way: remove it too.
+trap 'remove; wait; remove; exit 143' TERM
 trap 'remove; wait; remove; exit 130' INT
 trap remove EXIT
 docker run --rm --name "$name" --label tfcompose.cluster="$TFC_CLUSTER" --label tfcompose.run="$TFC_RUN_ID" \\
@@ -98,7 +100,7 @@ def slurm_files(plan: Plan) -> dict[str, str]:
         cluster=plan.cluster.name, run=plan.run_id, nodes=len(plan.cluster.hosts), script=SCRIPT,
         time=s.time_limit, extra_sbatch=extra_sbatch, exports=" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()),
         results=shlex.quote(results), submit_dir_check=SUBMIT_DIR_CHECK.format(runtime=s.runtime) if config else "",
-        launch=launch(plan, s.runtime, binds + config, gpus, list(env), ["tfcompose-entrypoint", *command]))
+        launch=launch(plan, s.runtime, binds + config, gpus, list(env), command))
     files = {SCRIPT: script}
     text = train_yaml(plan)
     if text is not None:
@@ -108,15 +110,15 @@ def slurm_files(plan: Plan) -> dict[str, str]:
 
 def launch(plan: Plan, runtime: str, mounts: list[tuple[str, str]], gpus: int, env: list[str],
            command: list[str]) -> str:
-    """The srun line that starts one task per node."""
+    """The srun line that starts one task per node, each running `command` through the image's entrypoint."""
     if runtime == "docker":
-        return docker_task(plan, mounts, gpus, env, command[1:])
+        return docker_task(plan, mounts, gpus, env, command)
     joined = ",".join(f"{a}:{b}" for a, b in mounts)
     if runtime == "enroot":   # pyxis: srun's own container options
         runner = f"--container-mounts={joined} --container-image {plan.container_image}"
     else:
         runner = "apptainer exec " + ("--nv " if gpus else "") + f"--bind {joined} docker://{plan.container_image}"
-    return f"srun --ntasks-per-node=1 {runner} {shlex.join(command)}\n"
+    return f"srun --ntasks-per-node=1 {runner} tfcompose-entrypoint {shlex.join(command)}\n"
 
 
 def docker_task(plan: Plan, mounts: list[tuple[str, str]], gpus: int, env: list[str], command: list[str]) -> str:

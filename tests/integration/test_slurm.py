@@ -51,8 +51,7 @@ def submit(lab: SlurmLab, image: str, epochs: int) -> tuple[str, Path, Path]:
            "train": {**TRAIN, "epochs": epochs}, "hosts": [{"name": h.name, "address": h.address} for h in lab.hosts]}
     (home / "inv.yaml").write_text(yaml.safe_dump(inv))
     assert main(["render", "-i", str(home / "inv.yaml"), "--target", "slurm", "-o", str(home / "build")]) == 0
-    shutil.chown(home, JOB_USER)
-    for path in (home / "build").rglob("*"):
+    for path in [home, *home.rglob("*")]:   # the user's own folder, as rendered by them
         shutil.chown(path, JOB_USER)
     folder = home / "build" / "slab"
     assert not results.parent.exists()
@@ -71,6 +70,10 @@ def wait_for_end(lab: SlurmLab, job: str, seconds: float = 180) -> dict[str, str
     pytest.fail(f"job {job} did not end within {seconds:.0f} s: {lab.job(job)}")
 
 
+def tail(path: Path) -> str:
+    return path.read_text()[-3000:] if path.exists() else f"({path}: none)"
+
+
 def containers(lab: SlurmLab, job: str) -> dict[str, list[str]]:
     """Each node's containers of the job, in any state, on its own engine."""
     return {h.name: h.docker("ps", "-aq", "--filter", f"label=tfcompose.slurm-job={job}").stdout.split()
@@ -83,7 +86,7 @@ def test_sbatch_trains_the_search_on_both_nodes_and_report_reads_the_shared_fold
     log = results / f"slurm-{job}.out"
     # The results folder did not exist when Slurm started the job (its --output is not in it).
     assert (state["JobState"], state["ExitCode"]) == ("COMPLETED", "0:0"), \
-        f"{state}\n{(folder / f'slurm-{job}.out').read_text()}\n{log.read_text()[-3000:] if log.exists() else ''}"
+        f"{state}\n{tail(folder / f'slurm-{job}.out')}\n{tail(log)}"
     assert state["NodeList"] == "h[0-1]" and state["NumNodes"] == "2"
     assert f"continues in {log}" in (folder / f"slurm-{job}.out").read_text()
     output = log.read_text()
@@ -108,7 +111,7 @@ def test_scancel_leaves_no_container_on_either_node(slurm, trainer_image):
         time.sleep(0.5)
     log = results / f"slurm-{job}.out"
     while "cluster ready" not in (log.read_text() if log.exists() else ""):   # training: deaf to SIGTERM
-        assert time.monotonic() < end, log.read_text()[-3000:] if log.exists() else "no output"
+        assert time.monotonic() < end, tail(log)
         time.sleep(0.5)
     slurm.run("scancel", job, user=JOB_USER)
     assert wait_for_end(slurm, job, 60)["JobState"] == "CANCELLED"

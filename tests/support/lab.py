@@ -13,7 +13,12 @@ propagation delay: `latency` is tbf's bound on queueing delay.
 `local_first=True` makes host 0 this machine itself (root namespace, the main Docker engine, sshd
 on the bridge address): a host that already holds every image without loading 3 GB first.
 
-Everything it makes carries the tag in its name and is removed by `down`, which works from names
+`name_hosts=True` gives every engine a mount namespace of its own whose /etc/hosts names every
+host, so `--network host` containers resolve the hosts' names (tests/support/slurm.py needs it:
+Slurm gives tasks their peers by name).
+
+Everything it makes carries the tag in its name (and starts with `prefix`, so a lab of another
+kind never takes one of these for its own) and is removed by `down`, which works from names
 alone, so it also cleans up after a crashed run. Traffic only goes to the addresses it made.
 """
 from __future__ import annotations

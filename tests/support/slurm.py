@@ -6,8 +6,8 @@ the lab's own (own key and socket: the machine's munge is left alone) run in thi
 namespace, reached by the nodes at the bridge address. Folders under `shared` are seen by every
 node alike (one filesystem), as a cluster's shared filesystem would be.
 
-What a real cluster has and the lab must make (tried by hand first; see the Slurm notes in
-shared/research): each task's `docker` talks to its own node's engine (a TaskProlog sets
+What a real cluster has and the lab must make (tried by hand first:
+../shared/research/slurm-on-this-machine.md): each task's `docker` talks to its own node's engine (a TaskProlog sets
 DOCKER_HOST), and the node names of SLURM_JOB_NODELIST resolve inside `--network host`
 containers (every engine sees the lab's hosts file as /etc/hosts). Jobs are submitted as the
 unprivileged `JOB_USER`, who may use the engines (their sockets' group), as a cluster's users are
@@ -64,7 +64,9 @@ class SlurmLab(Lab):
 
     def up(self, n: int = 2, **kw) -> "SlurmLab":
         super().up(n, **kw)
-        self.shared.mkdir(mode=0o1777)
+        for folder in (self.root_dir, self.root, *(h.folder for h in self.hosts)):   # whatever the umask:
+            folder.chmod(0o755)      # munge and JOB_USER reach their files, JOB_USER the engines' sockets
+        self.shared.mkdir()
         self.shared.chmod(0o1777)
         self._start_munge()
         self._write_conf(free_ports(1)[0])
@@ -82,7 +84,8 @@ class SlurmLab(Lab):
 
     def _start_munge(self) -> None:
         m = self.munge_dir
-        m.mkdir(mode=0o755)
+        m.mkdir()
+        m.chmod(0o755)
         (m / "munge.key").write_bytes(os.urandom(1024))
         (m / "munge.key").chmod(0o400)
         for path in (m, m / "munge.key"):
@@ -102,6 +105,7 @@ class SlurmLab(Lab):
     def _write_conf(self, ctld_port: int) -> None:
         s = self.slurm_dir
         s.mkdir()
+        s.chmod(0o755)
         prolog = s / "task_prolog.sh"
         # Each node's own engine: tasks inherit the submitter's environment, not slurmd's.
         prolog.write_text(f'#!/bin/sh\necho "export DOCKER_HOST=unix://{self.root}/$SLURMD_NODENAME/docker.sock"\n')
@@ -124,6 +128,7 @@ class SlurmLab(Lab):
             *nodes,
             f"PartitionName=lab Nodes={','.join(h.name for h in self.hosts)} Default=YES MaxTime=INFINITE State=UP",
         ]) + "\n")
+        self.conf.chmod(0o644)      # JOB_USER's sbatch reads it
 
     @property
     def env(self) -> dict[str, str]:
@@ -134,8 +139,10 @@ class SlurmLab(Lab):
             check: bool = True) -> subprocess.CompletedProcess:
         """A Slurm client command, as `user` when given (as a cluster's users submit their jobs)."""
         prefix = ["runuser", "-u", user, "--"] if user else []
-        return subprocess.run([*prefix, *argv], env=self.env, cwd=cwd, capture_output=True, text=True, check=check,
-                              timeout=60)
+        done = subprocess.run([*prefix, *argv], env=self.env, cwd=cwd, capture_output=True, text=True, timeout=60)
+        if check and done.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} (as {user or 'root'}) exited {done.returncode}: {done.stderr[-2000:]}")
+        return done
 
     def node_states(self) -> dict[str, str]:
         out = self.run("sinfo", "-h", "-N", "-o", "%N %T", check=False).stdout
