@@ -183,7 +183,8 @@ class KubernetesTarget(_Strict):
 
 class SlurmTarget(_Strict):
     # `tfcompose render --target slurm`: how srun runs the image on each node.
-    runtime: Literal["apptainer", "enroot"] = field("apptainer", expected="'apptainer' (or singularity) or 'enroot' (pyxis)")
+    runtime: Literal["apptainer", "enroot", "docker"] = field(
+        "apptainer", expected="'apptainer' (or singularity), 'enroot' (pyxis) or 'docker'")
     # A folder on the shared filesystem, mounted at the results folder on every node.
     results_dir: Optional[RemotePath] = field(None, expected=WORKDIR)
     # The dataset on the shared filesystem, mounted read-only at /data.

@@ -13,7 +13,12 @@ propagation delay: `latency` is tbf's bound on queueing delay.
 `local_first=True` makes host 0 this machine itself (root namespace, the main Docker engine, sshd
 on the bridge address): a host that already holds every image without loading 3 GB first.
 
-Everything it makes carries the tag in its name and is removed by `down`, which works from names
+`name_hosts=True` gives every engine a mount namespace of its own whose /etc/hosts names every
+host, so `--network host` containers resolve the hosts' names (tests/support/slurm.py needs it:
+Slurm gives tasks their peers by name).
+
+Everything it makes carries the tag in its name (and starts with `prefix`, so a lab of another
+kind never takes one of these for its own) and is removed by `down`, which works from names
 alone, so it also cleans up after a crashed run. Traffic only goes to the addresses it made.
 """
 from __future__ import annotations
@@ -80,6 +85,9 @@ class Lab:
     subnet: str = SUBNET
     hosts: list[LabHost] = field(default_factory=list)
     user: str = field(default_factory=getpass.getuser)
+    prefix: str = "tf"            # starts every namespace, link and bridge name
+    name_hosts: bool = False      # containers on every engine resolve the hosts' names (<root>/hosts)
+    engine_group: str | None = None    # the group that may use the engines' sockets (dockerd -G)
 
     @property
     def root(self) -> Path:
@@ -91,7 +99,7 @@ class Lab:
 
     @property
     def lan(self) -> Lan:
-        return Lan(self.tag, self.subnet)
+        return Lan(self.tag, self.subnet, prefix=self.prefix)
 
     def up(self, n: int, rate: str | None = None, latency: str = "20ms", local_first: bool = False,
            services: bool = True) -> "Lab":
@@ -108,6 +116,9 @@ class Lab:
                        for i, ns in enumerate(lan.hosts)]
         if rate:
             self.shape(rate, latency)
+        if self.name_hosts:
+            lines = "".join(f"{h.address}\t{h.name}\n" for h in self.hosts)
+            (self.root / "hosts").write_text(Path("/etc/hosts").read_text() + f"# the lab {self.tag}\n" + lines)
         for host in self.hosts if services else []:
             self._start_host(host)
         return self
@@ -119,7 +130,7 @@ class Lab:
         ip("tc", "qdisc", "replace", "dev", lan.bridge, "root", *tbf)
         for host in self.hosts:
             if host.ns:
-                ip("tc", "qdisc", "replace", "dev", veth(self.tag, host.ns), "root", *tbf)
+                ip("tc", "qdisc", "replace", "dev", veth(lan, host.ns), "root", *tbf)
                 ip("tc", "qdisc", "replace", "dev", "eth0", "root", *tbf, ns=host.ns)
 
     def _start_host(self, host: LabHost) -> None:
@@ -133,11 +144,17 @@ class Lab:
     def _start_engine(self, host: LabHost) -> None:
         f = host.folder
         log = open(f / "dockerd.log", "w")
+        dockerd = ["dockerd", "--data-root", f"{f}/data", "--exec-root", f"{f}/exec", "--pidfile", f"{f}/docker.pid",
+                   "-H", host.docker_host, "--bridge=none", "--iptables=false", "--ip6tables=false", "--ip-masq=false",
+                   *(["--group", self.engine_group] if self.engine_group else [])]
+        if self.name_hosts:
+            # `--network host` containers copy the engine's /etc/hosts: in a mount namespace of
+            # its own, this engine's is the lab's, naming every host.
+            script = 'mount --bind "$1" /etc/hosts && shift && exec "$@"'
+            dockerd = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", str(self.root / "hosts"),
+                       *dockerd]
         # nsenter, not `ip netns exec`: that one remounts /sys, hiding the cgroup mounts dockerd needs.
-        subprocess.Popen([*enter(host.ns), "dockerd", "--data-root", f"{f}/data", "--exec-root",
-                          f"{f}/exec", "--pidfile", f"{f}/docker.pid", "-H", host.docker_host, "--bridge=none",
-                          "--iptables=false", "--ip6tables=false", "--ip-masq=false"],
-                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        subprocess.Popen([*enter(host.ns), *dockerd], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         for _ in range(120):
             if host.docker("info", check=False).returncode == 0:
                 return
@@ -166,6 +183,24 @@ class Lab:
                                  SSHD, "-D", "-e", "-f", str(config)],
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         wait_for_port(host.port, proc, f / "sshd.log", host.address)
+
+    def load_image(self, image: str) -> None:
+        """This machine's image into every namespaced host's engine: one `docker save`, read once
+        and fed to all the `docker load`s at the same time."""
+        engines = [h for h in self.hosts if h.ns]
+        loads = [subprocess.Popen(["docker", "load", "-q"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, env=h.env) for h in engines]
+        save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
+        try:
+            while chunk := save.stdout.read(1 << 20):
+                for load in loads:
+                    load.stdin.write(chunk)
+        finally:
+            for load in loads:
+                load.stdin.close()
+        outputs = [load.stdout.read().decode(errors="replace") for load in loads]
+        if save.wait() != 0 or any(load.wait() for load in loads):
+            raise RuntimeError(f"loading {image} into the lab's engines failed: {outputs}")
 
     def known_hosts(self) -> Path:
         path = self.root / "known_hosts"
@@ -197,8 +232,8 @@ def kill_pidfile(pidfile: Path) -> None:
         pass
 
 
-def veth(tag: str, ns: str) -> str:
-    return f"tfv{tag}h{ns.rsplit('h', 1)[1]}"
+def veth(lan: Lan, ns: str) -> str:
+    return lan.veth(int(ns.rsplit('h', 1)[1]))
 
 
 def burst(rate: str) -> str:
@@ -210,7 +245,7 @@ def burst(rate: str) -> str:
     raise ValueError(f"rate {rate!r}: expected a number with kbit, mbit or gbit")
 
 
-def available() -> tuple[bool, str]:
+def available(prefix: str = "tf") -> tuple[bool, str]:
     """Can this machine build a lab? (root, ip netns, dockerd, sshd, tc)"""
     if os.getuid() != 0:
         return False, "the LAN lab needs root (network namespaces)"
@@ -219,6 +254,6 @@ def available() -> tuple[bool, str]:
             return False, f"the LAN lab needs {tool}"
     if not Path(SSHD).exists():
         return False, "the LAN lab needs OpenSSH's sshd (apt-get install openssh-server)"
-    probe = subprocess.run(["ip", "netns", "add", "tfnprobe"], capture_output=True, text=True)
-    subprocess.run(["ip", "netns", "del", "tfnprobe"], capture_output=True)
+    probe = subprocess.run(["ip", "netns", "add", f"{prefix}nprobe"], capture_output=True, text=True)
+    subprocess.run(["ip", "netns", "del", f"{prefix}nprobe"], capture_output=True)
     return (probe.returncode == 0, f"ip netns is not permitted here: {probe.stderr.strip()}")

@@ -18,10 +18,17 @@ class Lan:
     tag: str                       # short and unique: names of namespaces, links and the bridge
     subnet: str = "10.213.0"       # a /24 of the project's own test hosts
     hosts: list[str] = field(default_factory=list)
+    prefix: str = "tf"             # every name starts with it (a lab of another kind has its own)
 
     @property
     def bridge(self) -> str:
-        return f"tfb{self.tag}"
+        return f"{self.prefix}b{self.tag}"
+
+    def namespace(self, i: int) -> str:
+        return f"{self.prefix}n{self.tag}h{i}"
+
+    def veth(self, i: int) -> str:
+        return f"{self.prefix}v{self.tag}h{i}"
 
     def address(self, i: int) -> str:
         return f"{self.subnet}.{i + 2}"
@@ -35,7 +42,7 @@ class Lan:
         # the namespaces would be dropped without this rule.
         ip("iptables", "-I", "FORWARD", "-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT")
         for i in range(n):
-            ns, veth = f"tfn{self.tag}h{i}", f"tfv{self.tag}h{i}"
+            ns, veth = self.namespace(i), self.veth(i)
             ip("ip", "netns", "add", ns)
             ip("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
             ip("ip", "link", "set", veth, "master", self.bridge, "up")
@@ -54,7 +61,7 @@ class Lan:
 
     def down(self) -> None:
         names = ip("ip", "netns", "list", check=False).stdout.split()
-        for ns in [n for n in names if n.startswith(f"tfn{self.tag}h")]:
+        for ns in [n for n in names if n.startswith(self.namespace(0)[:-1])]:
             for pid in ip("ip", "netns", "pids", ns, check=False).stdout.split():
                 try:
                     os.kill(int(pid), 9)
@@ -64,7 +71,7 @@ class Lan:
         # A veth goes with its namespace, but only once every process in it is gone: delete it here.
         for line in ip("ip", "-o", "link", "show", check=False).stdout.splitlines():
             name = line.split(":")[1].strip().split("@")[0] if line.count(":") >= 2 else ""
-            if name.startswith(f"tfv{self.tag}h"):
+            if name.startswith(self.veth(0)[:-1]):
                 ip("ip", "link", "del", name, check=False)
         ip("ip", "link", "del", self.bridge, check=False)
         while ip("iptables", "-D", "FORWARD", "-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT", check=False).returncode == 0:

@@ -129,6 +129,14 @@ def test_the_example_inventory_validates_and_documents_every_field(tmp_path, mon
         assert name in text, name
 
 
+def test_the_example_names_every_slurm_runtime():
+    from typing import get_args
+    from launcher.inventory.schema import SlurmTarget
+    lines = (REPO / "inventory.example.yaml").read_text().splitlines()
+    (line,) = [line for line in lines if line.strip().startswith("runtime:")]
+    assert all(runtime in line for runtime in get_args(SlurmTarget.model_fields["runtime"].annotation))
+
+
 KEYS = sorted({k for m in (Inventory, SSHSettings, Defaults, HostEntry, TrainConfig, DatasetConfig)
                for k in m.model_fields})
 
