@@ -14,13 +14,14 @@ Like TensorFlow's port, it is meant for the cluster's hosts only (README: Securi
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 import urllib.error
 import urllib.request
 from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Callable, Optional
+from typing import Callable
 
 from trainer.errors import ClusterError
 from trainer.study import Study
@@ -53,7 +54,8 @@ class Coordinator:
                 return {"lost": True, "prune": False}
             self.seen[number] = time.monotonic()
             if what == "report":
-                return {"prune": self.study.report(number, int(body["epoch"]), float(body["val_accuracy"])),
+                return {"prune": self.study.report(number, int(body["epoch"]), float(body["val_accuracy"]),
+                                                    float(body.get("val_loss", math.nan))),
                         "lost": False}
             if what == "beat":
                 return {"lost": False}
@@ -211,7 +213,3 @@ def wait_for_done(coordinator: Coordinator, grace_s: float) -> None:
         if not waiting:
             return
         time.sleep(0.5)
-
-
-def optional(value) -> Optional[str]:
-    return value if value else None

@@ -64,6 +64,17 @@ def rank_key(record: dict) -> tuple:
     return (-acc if math.isfinite(acc) else math.inf, loss if math.isfinite(loss) else math.inf)
 
 
+def score(val_accuracy: float, val_loss: float) -> float:
+    """rank_key as one number, for the search's study (its pruner and sampler see one figure per
+    epoch): the accuracy, less a tie-break far below any accuracy step (1e-12 per unit of loss,
+    capped at 1000), so two trials at the same accuracy (at chance after a first epoch, say) are
+    told apart by their loss as the leaderboard does. NaN when the accuracy is not a number."""
+    if not math.isfinite(val_accuracy):
+        return math.nan
+    loss = min(val_loss, 1000.0) if math.isfinite(val_loss) else 1000.0
+    return val_accuracy - 1e-12 * max(loss, 0.0)
+
+
 def ranked(records: list[dict]) -> list[dict]:
     return sorted(records, key=rank_key)
 

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Optional
 
-from trainer import space
+from trainer import results, space
 from trainer.config import Range, TrainConfig
 from trainer.trials import Trial
 
@@ -123,13 +123,13 @@ class Study:
         return handle.suggest_float(key, low, high, log=spec.kind == "log_uniform")
 
     # --- what trials reached -------------------------------------------------------------------
-    def report(self, number: int, epoch: int, val_accuracy: float) -> bool:
-        """The trial's figure after `epoch`; whether the pruner stops it there."""
+    def report(self, number: int, epoch: int, val_accuracy: float, val_loss: float) -> bool:
+        """The trial's figures after `epoch`; whether the pruner stops it there."""
         with self.lock:
             handle = self._handle(number)
             if not math.isfinite(val_accuracy):
                 return self.cfg.search.pruner != "none"       # a diverged trial is not worth its epochs
-            handle.report(val_accuracy, epoch)
+            handle.report(results.score(val_accuracy, val_loss), epoch)
             return handle.should_prune()
 
     def finish(self, number: int, record: dict) -> None:
@@ -137,7 +137,7 @@ class Study:
         import optuna
         with self.lock:
             self._handle(number).set_user_attr(RECORD, json.dumps(record))
-            value = record["val_accuracy"]
+            value = results.score(record["val_accuracy"], record["val_loss"])
             if record.get("state") == "pruned":
                 self.study.tell(number, state=optuna.trial.TrialState.PRUNED, skip_if_finished=True)
             elif math.isfinite(value):
@@ -181,7 +181,7 @@ class Study:
             best = max(finished, key=lambda t: t.value) if finished else None
             return {"done": states.count("COMPLETE"), "pruned": states.count("PRUNED"),
                     "running": states.count("RUNNING"), "left": max(self.budget - self._asked(), 0) + states.count("WAITING"),
-                    "best": best.user_attrs.get(NAME, "") if best else "", "best_val_accuracy": best.value if best else -1.0}
+                    "best": best.user_attrs.get(NAME, "") if best else "", "best_val_accuracy": json.loads(best.user_attrs[RECORD])["val_accuracy"] if best else -1.0}
 
     def records(self) -> list[dict]:
         """results.json's record of every trial, in order: the record its host sent, or for a
@@ -196,10 +196,13 @@ class Study:
             return out
 
     def _unfinished(self, frozen) -> dict:
-        curve = [float(frozen.intermediate_values[e]) for e in sorted(frozen.intermediate_values)]
+        # the scores reported per epoch: accuracies to within their loss tie-break (< 1e-9)
+        curve = [round(float(frozen.intermediate_values[e]), 6) for e in sorted(frozen.intermediate_values)]
         trial = self._trial_of(frozen) if "candidate" in frozen.params else None
         return {"candidate": frozen.user_attrs.get(NAME, f"trial {frozen.number}"),
-                "architecture": trial.candidate if trial else "", "val_accuracy": curve[-1] if curve else math.nan,
+                "architecture": trial.candidate if trial else "",
+                **({"learning_rate": trial.learning_rate, "batch_per_replica": trial.batch_per_replica} if trial else {}),
+                "val_accuracy": curve[-1] if curve else math.nan,
                 "val_loss": math.nan, "train_seconds": 0.0, "images_per_second": 0.0, "params": 0,
                 "epochs": space.max_epochs(self.cfg), "epochs_run": len(curve), "curve": curve,
                 "state": {"FAIL": "failed", "RUNNING": "running", "WAITING": "waiting"}.get(frozen.state.name, "failed"),

@@ -52,6 +52,11 @@ def trial_record(outcome_record: dict, trial: Trial, check: PruneCheck, curve: l
             "curve": curve}
 
 
+def figures(logs: dict) -> tuple[float, float]:
+    """An epoch's (val_accuracy, val_loss), NaN where Keras did not log one."""
+    return float(logs.get("val_accuracy", math.nan)), float(logs.get("val_loss", math.nan))
+
+
 def curve_of(check_logs: list[dict]) -> list[float]:
     return [float(logs.get("val_accuracy", math.nan)) for logs in check_logs]
 
@@ -77,7 +82,7 @@ def run_sync(cfg: TrainConfig, task: str, strategy, data: Data, chief: bool, log
 
         def decide(epoch: int, logs: dict) -> str:
             seen.append(logs)
-            prune = study.report(trial.number, epoch, float(logs.get("val_accuracy", math.nan))) if chief else False
+            prune = study.report(trial.number, epoch, *figures(logs)) if chief else False
             return "pruned" if chief_says(strategy, int(prune)) else ""
 
         check = PruneCheck(decide)
@@ -178,8 +183,8 @@ def train_pulled(trial: Trial, cfg: TrainConfig, task: str, strategy, data: Data
 
     def decide(epoch: int, logs: dict) -> str:
         seen.append(logs)
-        answer = channel.call("report", {"number": trial.number, "epoch": epoch,
-                                         "val_accuracy": float(logs.get("val_accuracy", math.nan))})
+        accuracy, loss = figures(logs)
+        answer = channel.call("report", {"number": trial.number, "epoch": epoch, "val_accuracy": accuracy, "val_loss": loss})
         return "lost" if answer.get("lost") or beating.lost.is_set() else ("pruned" if answer.get("prune") else "")
 
     check = PruneCheck(decide)

@@ -1,7 +1,12 @@
-"""Model search at cluster scale: parallel placement over sshd hosts, and the sync search space."""
+"""Model search at cluster scale over sshd hosts: the parallel trial queue (and a host lost
+mid-trial), a sampled sync search pruned by ASHA, and today's grid unchanged."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 
 import matplotlib.image
 import pytest
@@ -9,7 +14,10 @@ import pytest
 from launcher import plan as plan_mod
 from launcher.inventory.load import load_cluster
 from launcher.stages import render
-from support.cluster import cli, labelled
+from support.cluster import cli, labelled, up_wait
+from support.common import REPO, free_ports
+from trainer import results
+from trainer.results import safe_name
 
 pytestmark = pytest.mark.integration
 SPACE = {"dataset": {"kind": "synthetic", "image_size": [24, 24], "per_class": 32}, "candidates": ["small_cnn", "deep_cnn"],
@@ -17,32 +25,120 @@ SPACE = {"dataset": {"kind": "synthetic", "image_size": [24, 24], "per_class": 3
 TRIALS = ["small_cnn@lr=0.01,bs=16", "small_cnn@lr=0.001,bs=16", "deep_cnn@lr=0.01,bs=16", "deep_cnn@lr=0.001,bs=16"]
 
 
-def test_parallel_mode_spreads_four_trials_over_two_hosts_and_gathers_one_report(cluster_env, capsys, tmp_path):
-    name, inv, hosts = cluster_env(n=2, train=SPACE)
+def test_parallel_hosts_pull_every_trial_once_from_the_chiefs_queue_and_gather_one_report(cluster_env, capsys, tmp_path):
+    port = free_ports(1)[0]
+    name, inv, hosts = cluster_env(n=2, train={**SPACE, "search": {**SPACE["search"], "port": port}})
     cluster = load_cluster(inv)
     plan = plan_mod.make(cluster)
-    placement = plan.placement
-    assert sorted(n for names in placement.values() for n in names) == sorted(TRIALS) and all(placement.values())
+    assert [plan.train_config(h).search.queue for h in cluster.hosts] == ["serve", f"127.0.0.1:{port}"]
     assert all("TF_CONFIG" not in render.host_service(plan, h).environment for h in cluster.hosts)
-    runs = tmp_path / "runs"
-    code, out, err = cli(capsys, "up", "-i", str(inv), "--wait", "--runs", str(runs))
-    assert code == 0, out + err
-    latest = runs / name / "latest"
+    out, latest = up_wait(capsys, inv, name, tmp_path / "runs")
+    assert "every trial is accounted for" in out and "was lost" not in out
     doc = json.loads((latest / "results.json").read_text())
-    assert doc["mode"] == "parallel" and doc["workers"] == 2
-    assert [r["candidate"] for r in doc["candidates"]] == [n for names in placement.values() for n in names]
+    assert doc["mode"] == "parallel" and doc["workers"] == 2 and doc["search"]["hosts"] == ["h0", "h1"]
     assert sorted(r["candidate"] for r in doc["candidates"]) == sorted(TRIALS)  # each exactly once
-    for record in doc["candidates"]:
-        assert record["candidate"] in placement[record["host"]]  # trained where it was placed
-    logs = "".join((latest / "logs" / f"{h}.log").read_text() for h in ("h0", "h1"))
-    assert all(logs.count(f"{t} done:") == 1 for t in TRIALS)
-    best = max(doc["candidates"], key=lambda r: r["val_accuracy"])
-    assert doc["best"]["candidate"] == best["candidate"] and (latest / "best_model.keras").is_file()
+    assert all(r["state"] == "complete" and r["host"] in ("h0", "h1") for r in doc["candidates"])
+    logs = {h: (latest / "logs" / f"{h}.log").read_text() for h in ("h0", "h1")}
+    assert all(sum(logs[h].count(f"{t} done:") for h in logs) == 1 for t in TRIALS)
+    assert all(f"{r['candidate']} done:" in logs[r["host"]] for r in doc["candidates"])   # trained where it says
+    assert doc["best"]["candidate"] == results.best(doc["candidates"])["candidate"] and (latest / "best_model.keras").is_file()
     report = (latest / "report.md").read_text()
-    assert all(t in report for t in TRIALS)
-    for png in ("leaderboard.png", "curves.png", "confusion_matrix.png"):
+    assert all(t in report for t in TRIALS) and "## Search" in report
+    for png in ("leaderboard.png", "curves.png", "confusion_matrix.png", "search.png", "parameters.png"):
         assert matplotlib.image.imread(latest / png).shape[0] > 100
     assert "leaderboard" in out and cli(capsys, "down", "-i", str(inv))[0] == 0 and labelled(name) == []
+
+
+ASHA = {"dataset": {"kind": "synthetic", "image_size": [16, 16], "per_class": 24}, "candidates": ["small_cnn"],
+        "epochs": 3, "batch_per_replica": 16, "join_timeout_s": 90,
+        # seed 10 draws 0.003, 0.003, 5.0, 5.0: diverging trials after learning ones
+        "search": {"sampler": "random", "trials": 4, "seed": 10, "learning_rate": [0.003, 5.0],
+                   "hyperparameters": {"small_cnn": {"width": {"log_integer": [8, 32]}}},
+                   "pruner": "asha", "min_epochs": 1, "reduction_factor": 2}}
+
+
+def test_a_sampled_sync_search_with_asha_prunes_at_the_first_rung_on_every_worker_alike(cluster_env, capsys, tmp_path):
+    name, inv, hosts = cluster_env(n=2, train=ASHA)
+    out, latest = up_wait(capsys, inv, name, tmp_path / "runs")
+    doc = json.loads((latest / "results.json").read_text())
+    assert doc["workers"] == 2 and doc["search"]["rungs"] == [1, 2] and len(doc["candidates"]) == 4
+    states = {r["candidate"]: r["state"] for r in doc["candidates"]}
+    assert set(states.values()) <= {"complete", "pruned"}
+    pruned = [r for r in doc["candidates"] if r["state"] == "pruned"]
+    assert any(r["pruned_at_epoch"] == 1 for r in pruned), states          # at its first rung
+    assert any(r["learning_rate"] == 5.0 for r in pruned), states            # the diverging one among them
+    logs = {h: (latest / "logs" / f"{h}.log").read_text() for h in ("h0", "h1")}
+    for record in pruned:                                   # both workers stopped it after the same epoch
+        stop = record["pruned_at_epoch"]
+        assert record["epochs_run"] == stop and len(record["curve"]) == stop
+        for i, host in enumerate(("h0", "h1")):
+            assert f"[worker:{i}] {record['candidate']} epoch {stop}/3" in logs[host]
+            assert f"[worker:{i}] {record['candidate']} epoch {stop + 1}/3" not in logs[host]
+    assert all(r["curve"] and len(r["curve"]) == r["epochs_run"] for r in doc["candidates"])
+    assert all(8 <= r["hyperparameters"]["width"] <= 32 for r in doc["candidates"])
+    assert "search:" in out and "pruned" in out                      # the live view's summary line
+    assert matplotlib.image.imread(latest / "search.png").shape[0] > 100
+    sessions = hparams_runs(latest / "tensorboard")
+    assert {safe_name(r["candidate"]): (r["learning_rate"], r["hyperparameters"]["width"]) for r in doc["candidates"]} == \
+        {run: (values["learning_rate"], values["small_cnn.width"]) for run, values in sessions.items()}
+    assert cli(capsys, "down", "-i", str(inv))[0] == 0
+
+
+def hparams_runs(folder) -> dict[str, dict]:
+    """Each run folder's HParams session (what the HParams dashboard lists as a trial): its values."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.plugins.hparams import plugin_data_pb2
+    found = {}
+    for events in folder.glob("*/events.out.tfevents.*"):
+        for event in EventFileLoader(str(events)).Load():
+            for value in event.summary.value:
+                if value.tag == "_hparams_/session_start_info":
+                    info = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content).session_start_info
+                    found[events.parent.name] = {k: v.number_value or v.string_value for k, v in info.hparams.items()}
+    return found
+
+
+def test_a_host_lost_for_good_mid_trial_has_its_trial_finished_on_another(cluster_env, capsys, tmp_path):
+    port = free_ports(1)[0]
+    train = {"dataset": {"kind": "synthetic", "image_size": [16, 16], "per_class": 24}, "candidates": ["small_cnn"],
+             "epochs": 4, "batch_per_replica": 8,
+             "search": {"mode": "parallel", "learning_rates": [0.01, 0.005, 0.002, 0.001, 0.0005, 0.0002],
+                        "port": port, "lost_after_s": 5}}
+    name, inv, hosts = cluster_env(n=3, train=train)
+    up = subprocess.Popen([sys.executable, "-c", "from launcher.cli import run; run()", "up", "-i", str(inv), "--wait",
+                           "--runs", str(tmp_path / "runs")], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, env=os.environ.copy())
+    try:
+        victim = wait_mid_trial(hosts[2].workdir / name / "results", name, "h2")
+        subprocess.run(["docker", "kill", victim], check=True, capture_output=True)    # restart_retries: 0
+        out, _ = up.communicate(timeout=600)
+    finally:
+        up.kill()
+    assert up.returncode == 0, out
+    assert "h2 was lost" in out and "went to another host" in out
+    doc = json.loads((tmp_path / "runs" / name / "latest" / "results.json").read_text())
+    finished = {r["candidate"].split("~")[0]: r for r in doc["candidates"] if r["state"] == "complete"}
+    assert len(finished) == 6                                   # every grid point trained to the end, once
+    lost = [r for r in doc["candidates"] if r["state"] == "retried"]
+    assert [r["host"] for r in lost] == ["h2"] and lost[0]["retried_as"] in {r["candidate"] for r in doc["candidates"]}
+    retry = next(r for r in doc["candidates"] if r["candidate"] == lost[0]["retried_as"])
+    assert retry["state"] == "complete" and retry["host"] in ("h0", "h1") and retry["learning_rate"] == lost[0]["learning_rate"]
+    assert doc["search"]["lost"] == {"h2": [retry["candidate"]]}
+    assert cli(capsys, "down", "-i", str(inv))[0] == 0
+
+
+def wait_mid_trial(results, cluster: str, host: str, seconds: float = 300) -> str:
+    """h2's container once its progress file says an epoch of a trial is done (it is training)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        doc = next((json.loads(p.read_text()) for p in results.glob("progress-*.json")), None)
+        if doc and doc["epoch"] >= 1 and not doc["done"]:
+            ids = subprocess.run(["docker", "ps", "-q", "--filter", f"label=tfcompose.cluster={cluster}",
+                                  "--filter", f"label=tfcompose.host={host}"], capture_output=True, text=True).stdout.split()
+            if ids:
+                return ids[0]
+        time.sleep(0.3)
+    raise AssertionError(f"{host} never got into a trial")
 
 
 def test_sync_search_space_with_early_stopping(trainers, tmp_path):
@@ -60,3 +156,11 @@ def test_sync_search_space_with_early_stopping(trainers, tmp_path):
         assert sum(map(sum, r["confusion_matrix"])) == doc["images"]["val"]
         assert r["stopped_early"] == (r["epochs_run"] < 4)
     assert any(r["stopped_early"] for r in records.values())  # val_accuracy saturates on this data
+    # A grid from before the study: the same fields as before, nothing of the study added.
+    assert set(doc) == {"schema", "best", "candidates", "workers", "replicas", "restarts", "mode", "precision",
+                        "class_names", "images", "skipped_images", "started", "finished", "tensorflow"}
+    assert set(doc["best"]) == {"candidate", "val_accuracy"}
+    assert all(set(r) == {"candidate", "architecture", "learning_rate", "batch_per_replica", "val_accuracy", "val_loss",
+                          "train_seconds", "images_per_second", "epochs", "epochs_run", "resumed_from_epoch",
+                          "stopped_early", "params", "history", "confusion_matrix", "start"} for r in records.values())
+    assert not (tmp_path / "r" / "study.db").exists()

@@ -38,3 +38,10 @@ def cli(capsys, *args) -> tuple[int, str, str]:
     code = main(list(args))
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def up_wait(capsys, inv, cluster: str, runs) -> tuple[str, object]:
+    """`up --wait` run to its end, which must succeed: what it printed and the run's folder."""
+    code, out, err = cli(capsys, "up", "-i", str(inv), "--wait", "--runs", str(runs))
+    assert code == 0, out + err
+    return out, runs / cluster / "latest"

@@ -31,7 +31,7 @@ def run_folder(folder: Path, best: float, started: str) -> Path:
 def test_runs_lists_collected_runs_and_compare_draws_both(tmp_path, capsys, monkeypatch):
     from launcher import view
     monkeypatch.setattr(view.out, "width", 200)
-    a = run_folder(tmp_path / "runs" / "lab" / "aaaaaaaaaaaa", 0.9, "2026-11-20T10:00:00")
+    run_folder(tmp_path / "runs" / "lab" / "aaaaaaaaaaaa", 0.9, "2026-11-20T10:00:00")
     b = run_folder(tmp_path / "runs" / "lab" / "bbbbbbbbbbbb", 0.8, "2026-11-21T10:00:00")
     (tmp_path / "runs" / "lab" / "latest").symlink_to(b.name)
     found = runs.find(tmp_path / "runs")

@@ -1,7 +1,11 @@
 """results.json (trainer/results.py): the one rule for the best, refusing what tfcompose did not write."""
 from __future__ import annotations
 
+import math
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from trainer import results
 
 
@@ -16,6 +20,24 @@ def test_one_rule_for_the_best_trial_ties_to_the_lower_loss_and_nan_last():
     assert [r["candidate"] for r in results.ranked(trials)] == ["tie", "first", "low", "nan"]
     assert results.best(trials)["candidate"] == "tie"
     assert results.better(trials[1], trials[0]) and not results.better(trials[0], trials[1]) and results.better(trials[3], None)
+
+
+accuracies = st.integers(0, 10**6).map(lambda right: right / 10**6)     # a validation set of up to a million
+losses = st.one_of(st.floats(0, 1e6), st.just(math.nan), st.just(math.inf))
+
+
+@given(st.tuples(accuracies, losses), st.tuples(accuracies, losses))
+def test_the_studys_one_figure_orders_trials_as_the_leaderboard_does(a, b):
+    first, second = ({"val_accuracy": acc, "val_loss": loss} for acc, loss in (a, b))
+    capped = [min(loss, 1000) if math.isfinite(loss) else 1000 for _, loss in (a, b)]   # losses past 1000 all alike
+    if results.rank_key(first) < results.rank_key(second) and capped[0] != capped[1]:
+        assert results.score(*a) > results.score(*b)
+    if first["val_accuracy"] != second["val_accuracy"]:
+        assert (results.score(*a) > results.score(*b)) == (first["val_accuracy"] > second["val_accuracy"])
+
+
+def test_the_studys_figure_is_nan_only_when_the_accuracy_is():
+    assert math.isnan(results.score(math.nan, 0.1)) and results.score(0.5, math.nan) == results.score(0.5, 1e9) < 0.5
 
 
 @pytest.mark.parametrize("doc, field", [

@@ -47,21 +47,30 @@ def test_asha_stops_a_trial_that_falls_behind_at_its_first_rung(tmp_path):
     study = Study(cfg(learning_rates=[0.1, 0.01, 0.001], pruner="asha", min_epochs=1, reduction_factor=3), tmp_path)
     assert rungs(study.cfg) == [1, 3]
     good = study.next()
-    assert [study.report(good.number, e, 0.9) for e in range(1, 10)] == [False] * 9
+    assert [study.report(good.number, e, 0.9, 1.0) for e in range(1, 10)] == [False] * 9
     finish(study, good, 0.9)
     bad = study.next()
-    assert study.report(bad.number, 1, 0.1) is True                 # behind the top 1/3 at epoch 1
+    assert study.report(bad.number, 1, 0.1, 1.0) is True                 # behind the top 1/3 at epoch 1
     finish(study, bad, 0.1, "pruned")
     record = next(r for r in study.records() if r["trial"] == bad.number)
     assert record["state"] == "pruned" and study.counts()["pruned"] == 1
     diverged = study.next()
-    assert study.report(diverged.number, 1, math.nan) is True       # NaN: not worth its epochs
+    assert study.report(diverged.number, 1, math.nan, 1.0) is True       # NaN: not worth its epochs
+
+
+def test_asha_tells_trials_at_the_same_accuracy_apart_by_their_loss_as_the_leaderboard_does(tmp_path):
+    study = Study(cfg(learning_rates=[0.1, 0.01], pruner="asha", min_epochs=1, reduction_factor=2), tmp_path)
+    first = study.next()
+    assert study.report(first.number, 1, 0.25, 1.3) is False         # at chance, but learning
+    finish(study, first, 0.75)
+    behind = study.next()
+    assert study.report(behind.number, 1, 0.25, 6.5) is True         # at chance too, and diverging
 
 
 def test_a_lost_hosts_trial_goes_to_another_host_with_the_same_values_outside_the_budget(tmp_path):
     study = Study(cfg(sampler="random", trials=2, seed=1, learning_rate={"log_uniform": [1e-4, 1e-1]}), tmp_path)
     first = study.next("h1")
-    study.report(first.number, 1, 0.4)
+    study.report(first.number, 1, 0.4, 1.0)
     assert study.resume_or_next("h1").number == first.number         # h1 came back in time: its own trial again
     retry_name = study.lose(first.number, "h1 stopped answering for 60 s")
     assert retry_name == f"{first.name}~r1" and study.lose(first.number, "again") is None
@@ -74,7 +83,7 @@ def test_a_lost_hosts_trial_goes_to_another_host_with_the_same_values_outside_th
     assert study.next("h2") is None and study.done()
     lost = next(r for r in study.records() if r["trial"] == first.number)
     assert lost["state"] == "retried" and lost["retried_as"] == retry_name and lost["host"] == "h1"
-    assert lost["curve"] == [0.4] and math.isnan(lost["val_loss"])
+    assert lost["curve"] == [0.4] and math.isnan(lost["val_loss"]) and lost["learning_rate"] == first.learning_rate
     assert next(r for r in study.records() if r["candidate"] == retry_name)["retry_of"] == first.number
 
 
@@ -84,6 +93,6 @@ def test_a_restarted_chief_resumes_the_study_from_its_folder(tmp_path):
     running = study.next("h0")
     again = Study(cfg(learning_rates=[0.1, 0.01]), tmp_path)          # a new process, the same study.db
     assert again.resume_or_next("h0").number == running.number
-    assert again.report(running.number, 1, 0.5) is False
+    assert again.report(running.number, 1, 0.5, 1.0) is False
     finish(again, running, 0.6)
     assert [r["state"] for r in again.records()] == ["complete", "complete"]
