@@ -23,6 +23,7 @@ from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Callable
 
+from trainer import results
 from trainer.errors import ClusterError
 from trainer.study import Study
 from trainer.trials import Trial
@@ -60,7 +61,9 @@ class Coordinator:
             if what == "beat":
                 return {"lost": False}
             if what == "finish":
-                self.study.finish(number, {**body["record"], "host": host})
+                record = {**body["record"], "host": host}
+                results.check_record(record, f"{host}'s trial {number}")     # what results.json will hold
+                self.study.finish(number, record)
                 self.seen.pop(number, None)
                 return {}
             raise ValueError(f"unknown call {what!r}")
@@ -104,7 +107,7 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ValueError("body size")
             answer = self.coordinator.call(self.path.strip("/"), json.loads(self.rfile.read(size)))
             self._send(200, answer)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, results.ResultsError) as exc:
             self._send(400, {"error": str(exc)[:200]})
         except Exception as exc:  # noqa: BLE001  (the queue must answer; the chief's log says what broke)
             self.coordinator.log(f"[queue] {self.path}: {type(exc).__name__}: {exc}")
@@ -156,11 +159,22 @@ class Client:
                                                  headers={"Content-Type": "application/json"})
                 with urllib.request.urlopen(request, timeout=CALL_TIMEOUT_S) as answer:
                     return json.loads(answer.read(MAX_BODY))
+            except urllib.error.HTTPError as exc:       # the chief answered, and refused: no retry helps
+                raise ClusterError(f"the chief's trial queue refused `{what}`: {refusal(exc)}") from None
             except (urllib.error.URLError, OSError, ValueError) as exc:
                 if time.monotonic() > deadline:
                     raise ClusterError(f"the chief's trial queue at {self.url} did not answer for "
                                        f"{self.patience_s:g} s ({exc}); giving up") from None
                 time.sleep(1.0)
+
+
+def refusal(error: urllib.error.HTTPError) -> str:
+    """The chief's reason, as its queue wrote it (bounded; printable)."""
+    try:
+        reason = json.loads(error.read(4096)).get("error", "")
+    except (OSError, ValueError, AttributeError):
+        reason = ""
+    return "".join(c for c in str(reason)[:200] if c.isprintable()) or f"HTTP {error.code}"
 
 
 class Local:

@@ -162,20 +162,7 @@ def check(doc, where: str) -> None:
             or not doc["candidates"]:
         raise ResultsError(f"{where}: Received no candidates. Expected a tfcompose results.json (schema {SCHEMA}).")
     for i, record in enumerate(doc["candidates"]):
-        bad = [k for k, kind in CANDIDATE_KEYS.items() if not isinstance(record, dict) or not isinstance(record.get(k), kind)
-               or isinstance(record.get(k), bool)]
-        if bad:
-            got = record.get(bad[0]) if isinstance(record, dict) else record
-            raise ResultsError(f"{where}: candidates[{i}].{bad[0]}: Received {_shown(got)}. "
-                               f"Expected {EXPECTED[CANDIDATE_KEYS[bad[0]]]}.")
-        for key, (kind, expected, fits) in OPTIONAL_RECORD_KEYS.items():
-            value = record.get(key)
-            if value is not None and (not isinstance(value, kind) or not fits(value)):
-                raise ResultsError(f"{where}: candidates[{i}].{key}: Received {_shown(value)}. Expected {expected}.")
-        history = record.get("history", "")
-        if not isinstance(history, str) or history.startswith("/") or ".." in history.split("/"):
-            raise ResultsError(f"{where}: candidates[{i}].history: Received {_shown(history)}. "
-                               "Expected a path inside the run folder.")
+        check_record(record, f"{where}: candidates[{i}]")
     if "search" in doc and not _search_ok(doc["search"]):
         raise ResultsError(f"{where}: search: Received {_shown(doc['search'])}. Expected the search's settings "
                            "(sampler, pruner, trials, rungs, the hosts lost).")
@@ -183,6 +170,22 @@ def check(doc, where: str) -> None:
         value = doc.get(key)
         if value is not None and (not isinstance(value, kind) or isinstance(value, bool) or not fits(value)):
             raise ResultsError(f"{where}: {key}: Received {_shown(value)}. Expected {expected}.")
+
+
+def check_record(record, where: str) -> None:
+    """One trial's record as results.json holds it (also what a host sends the chief's queue)."""
+    bad = [k for k, kind in CANDIDATE_KEYS.items() if not isinstance(record, dict) or not isinstance(record.get(k), kind)
+           or isinstance(record.get(k), bool)]
+    if bad:
+        got = record.get(bad[0]) if isinstance(record, dict) else record
+        raise ResultsError(f"{where}.{bad[0]}: Received {_shown(got)}. Expected {EXPECTED[CANDIDATE_KEYS[bad[0]]]}.")
+    for key, (kind, expected, fits) in OPTIONAL_RECORD_KEYS.items():
+        value = record.get(key)
+        if value is not None and (not isinstance(value, kind) or not fits(value)):
+            raise ResultsError(f"{where}.{key}: Received {_shown(value)}. Expected {expected}.")
+    history = record.get("history", "")
+    if not isinstance(history, str) or history.startswith("/") or ".." in history.split("/"):
+        raise ResultsError(f"{where}.history: Received {_shown(history)}. Expected a path inside the run folder.")
 
 
 def _shown(value) -> str:

@@ -30,7 +30,8 @@ def served(tmp_path):
 
 
 def record(name: str) -> dict:
-    return {"candidate": name, "val_accuracy": 0.5, "val_loss": 0.5, "state": "complete"}
+    return {"candidate": name, "val_accuracy": 0.5, "val_loss": 0.5, "train_seconds": 1.0, "images_per_second": 10.0,
+            "params": 100, "epochs": 2, "state": "complete"}
 
 
 def test_two_hosts_pull_every_trial_once_and_are_told_when_the_search_is_done(served):
@@ -64,6 +65,17 @@ def test_a_silent_hosts_trial_is_handed_to_another_and_the_silent_host_drops_it(
     assert h1.call("report", {"number": mine.number, "epoch": 1, "val_accuracy": 0.9})["lost"] is True
     h1.call("finish", {"number": mine.number, "record": record(mine.name)})       # ignored: the trial went elsewhere
     assert next(r for r in coordinator.study.records() if r["trial"] == mine.number)["state"] == "retried"
+
+
+def test_a_record_results_json_could_not_hold_is_refused_at_once_and_its_trial_stays_open(served):
+    coordinator, port = served
+    h1 = q.Client(f"127.0.0.1:{port}", "h1", patience_s=30)
+    mine = q.trial_from(h1.call("next", {})["trial"])
+    started = time.monotonic()
+    with pytest.raises(ClusterError, match=r"refused `finish`: h1's trial 0.val_accuracy: Received 'high'"):
+        h1.call("finish", {"number": mine.number, "record": {**record(mine.name), "val_accuracy": "high"}})
+    assert time.monotonic() - started < 5                                   # an answer, not a silence to wait out
+    assert next(r for r in coordinator.study.records() if r["trial"] == mine.number)["state"] == "running"
 
 
 def test_a_host_that_cannot_reach_the_chief_gives_up_after_its_patience():
