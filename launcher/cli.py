@@ -95,7 +95,7 @@ def up_cmd(inventory_path: Path = InventoryOpt, wait: bool = typer.Option(False,
            parallel: Optional[int] = ParallelOpt, runs: Path = RunsOpt) -> None:
     """Preflight, push, ship the image and start on every host; all or nothing. Idempotent."""
     from launcher.stages.up import up
-    from launcher.view import RichReporter, leaderboard, out, up_table
+    from launcher.view import RichReporter, leaderboard, lost_trials, out, up_table
     cluster = _load(inventory_path)
     with RichReporter([h.name for h in cluster.hosts]) as rep:
         report = up(cluster, rep, parallel, wait_for_end=wait, runs_dir=runs)
@@ -103,10 +103,12 @@ def up_cmd(inventory_path: Path = InventoryOpt, wait: bool = typer.Option(False,
     if report.links:
         _say(f"links between hosts (TF port), all open:\n{report.links.text()}")
     if report.outcome:
-        board = leaderboard(runs / cluster.name / "latest")
+        latest = runs / cluster.name / "latest"
+        board = leaderboard(latest)
         if board is not None:
             out.print(board)
-        latest = runs / cluster.name / "latest"
+        for line in lost_trials(latest):
+            _say(line)
         _say(f"{report.outcome.message}; results" + (" and report.md" if (latest / "report.md").is_file() else "")
              + f" in {latest}")
     else:

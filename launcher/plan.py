@@ -48,7 +48,9 @@ class Plan:
         cfg = self.cluster.spec.train_or_defaults
         update = {} if cfg.backup_dir else {"backup_dir": "/backup"}
         if host is not None and self.parallel:
-            update["search"] = cfg.search.model_copy(update={"queue": self.queue_for(host)})
+            chief = host.name == self.cluster.chief.name
+            update["search"] = cfg.search.model_copy(update={
+                "queue": self.queue_for(host), "hosts": [h.name for h in self.cluster.hosts] if chief else None})
         return cfg.model_copy(update=update) if update else cfg
 
     def queue_for(self, host: Host) -> str:

@@ -158,11 +158,40 @@ def leaderboard(run_dir: Path) -> Table | None:
     except results.ResultsError:
         return None
     cells = [[i, r["candidate"], f"{r['val_accuracy']:.4f}", f"{r['val_loss']:.4f}", f"{r['train_seconds']:.1f}",
-              f"{r['images_per_second']:.0f}", f"{r['params']:,}", r.get("host", "")] for i, r in enumerate(rows, start=1)]
-    columns = ["rank", "trial", "val_acc", "val_loss", "train s", "img/s", "params", "host"]
+              f"{r['images_per_second']:.0f}", f"{r['params']:,}", r.get("host", ""), trial_state(r)]
+             for i, r in enumerate(rows, start=1)]
+    columns = ["rank", "trial", "val_acc", "val_loss", "train s", "img/s", "params", "host", "state"]
     kw = {c: {"justify": "left" if c in ("trial", "host") else "right", "overflow": "fold",
               "min_width": 22 if c == "trial" else None} for c in columns}
     return table(f"leaderboard: {run_dir}", columns, cells, **kw)
+
+
+def trial_state(record: dict) -> str:
+    """`complete`, `pruned at 3`, `retried as …~r1`, `failed: …` (empty for a plain grid's trials)."""
+    state = record.get("state", "")
+    if state == "pruned" and isinstance(record.get("pruned_at_epoch"), int):
+        return f"pruned at {record['pruned_at_epoch']}"
+    if state == "retried" and isinstance(record.get("retried_as"), str):
+        return f"retried as {record['retried_as']}"
+    if state == "failed" and isinstance(record.get("why"), str):
+        return f"failed: {record['why'][:80]}"
+    return state
+
+
+def lost_trials(run_dir: Path) -> list[str]:
+    """After a parallel search: each host the chief stopped hearing from, and where its trial went."""
+    from trainer import results
+    try:
+        doc = results.load(run_dir)
+    except results.ResultsError:
+        return []
+    retried = {r["candidate"]: r for r in doc["candidates"] if r.get("state") == "retried"}
+    lines = []
+    for host, retries in doc.get("search", {}).get("lost", {}).items():
+        for name in retries:
+            lost = next((r["candidate"] for r in retried.values() if r.get("retried_as") == name), name.split("~")[0])
+            lines.append(printable(f"{host} stopped answering the chief's queue: its trial {lost} went to another host as {name}"))
+    return lines
 
 
 def log_line_printer(hosts: list[str]):

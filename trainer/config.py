@@ -5,6 +5,7 @@ trainer would reject is rejected before anything starts on any host.
 """
 from __future__ import annotations
 
+import math
 import os
 from typing import Annotated, Any, List, Literal, Optional, Tuple, Union
 
@@ -72,6 +73,8 @@ class Range(_Strict):
         if len(given) != 1:
             raise ValueError("exactly one of uniform, log_uniform, integer, log_integer: [low, high]")
         kind, (low, high) = given[0]
+        if not (math.isfinite(low) and math.isfinite(high)) or max(abs(low), abs(high)) > 1e15:
+            raise ValueError(f"{kind}: [low, high], finite numbers within ±1e15")
         if not low < high:
             raise ValueError(f"{kind}: [low, high] with low < high")
         if kind.startswith("log") and low <= 0:
@@ -140,6 +143,9 @@ class SearchConfig(_Strict):
     # chief's `address:port` elsewhere.
     queue: Optional[Annotated[str, StringConstraints(pattern=r"^(serve|[A-Za-z0-9.:\[\]-]{1,300})$")]] = field(
         None, expected="'serve' or the chief's address:port")
+    # The cluster's host names, written by the launcher on the chief: the queue answers these only.
+    hosts: Optional[List[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")]]] = field(
+        None, expected="a list of host names", min_length=1, max_length=10_000)
     # The trials this host trains (static placement, before the queue); default: all.
     only: Optional[List[str]] = field(None, expected="a list of trial names", min_length=1)
 
@@ -147,7 +153,8 @@ class SearchConfig(_Strict):
     def uses_study(self) -> bool:
         """Anything beyond the plain grid trained to the end needs the study (trainer/study.py)."""
         return (self.sampler != "grid" or self.pruner != "none" or bool(self.hyperparameters) or self.trials is not None
-                or self.learning_rate is not None or isinstance(self.batch_per_replica, Range) or self.mode == "parallel")
+                or self.learning_rate is not None or isinstance(self.batch_per_replica, Range) or self.mode == "parallel"
+                or self.max_epochs is not None)
 
 
 class TrainConfig(_Strict):

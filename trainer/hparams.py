@@ -51,5 +51,8 @@ def _domain(spec):
     if isinstance(spec, Range):
         low, high = spec.bounds
         return hp.IntInterval(int(low), int(high)) if spec.kind.endswith("integer") else hp.RealInterval(float(low), float(high))
-    return hp.Discrete(sorted(set(spec), key=str)) if all(isinstance(v, str) for v in spec) or \
-        all(isinstance(v, (int, float)) for v in spec) else hp.Discrete([str(v) for v in spec])
+    if all(isinstance(v, int) for v in spec) or all(isinstance(v, str) for v in spec):
+        return hp.Discrete(sorted(set(spec), key=str))
+    if all(isinstance(v, (int, float)) for v in spec):     # [0, 0.25]: one dtype, as Discrete needs
+        return hp.Discrete(sorted({float(v) for v in spec}))
+    return hp.Discrete(sorted({str(v) for v in spec}))

@@ -92,22 +92,25 @@ def log(message: str) -> None:
 
 def search_with(cfg: TrainConfig, info: ClusterInfo, strategy, data, chief: bool):
     """(this worker's state, every trial's record, the search's settings, whether this worker
-    writes results.json): the plain grid (search.run_search), or a search a study drives."""
+    writes results.json, what results.json says of every host in parallel mode): the plain grid
+    (search.run_search), or a search a study drives."""
     from trainer.search import run_search
     if not cfg.search.uses_study:
         state = run_search(cfg, info.task_name, strategy, data, chief, log)
-        return state, None, {}, chief
+        return state, None, {}, chief, {}
     from trainer import study_loop
-    from trainer.study import rungs
+    from trainer.space import rungs
     settings = {"sampler": cfg.search.sampler, "pruner": cfg.search.pruner, "trials": study_loop.budget(cfg),
                 "min_epochs": cfg.search.min_epochs, "reduction_factor": cfg.search.reduction_factor,
                 "max_epochs": study_loop.space.max_epochs(cfg), "rungs": rungs(cfg)}
     if cfg.search.mode == "parallel":
-        state, records, hosts = study_loop.run_parallel(cfg, info.task_name, strategy, data, log)
+        state, records, seen = study_loop.run_parallel(cfg, info.task_name, strategy, data, log)
+        hosts = seen.pop("hosts", {})
         lost = {h: retries for h, retries in hosts.items() if retries}
-        return state, records, {**settings, "hosts": sorted(hosts), "lost": lost}, cfg.search.queue in (None, "serve")
+        return (state, records, {**settings, "hosts": sorted(hosts), "lost": lost}, cfg.search.queue in (None, "serve"),
+                seen)
     state, records = study_loop.run_sync(cfg, info.task_name, strategy, data, chief, log)
-    return state, records, settings, chief
+    return state, records, settings, chief, {}
 
 
 def run(cfg: TrainConfig, info: ClusterInfo) -> int:
@@ -121,7 +124,8 @@ def run(cfg: TrainConfig, info: ClusterInfo) -> int:
     chief = is_chief(info)
     for name in cfg.candidates:
         models.resolve(name)  # unknown candidates fail before the cluster forms
-    expand(cfg)  # and so does a search.only naming no trial
+    if not cfg.search.uses_study:
+        expand(cfg)  # and so does a search.only naming no trial
     for candidate, values in cfg.search.hyperparameters.items():
         models.check_hyperparameters(candidate, values)   # so does an argument a builder does not take
     gpus = strategy_mod.check_gpus(os.environ.get("TFC_EXPECT_GPUS"))
@@ -138,12 +142,16 @@ def run(cfg: TrainConfig, info: ClusterInfo) -> int:
             + ", ".join(data.skipped[:10]) + (" …" if len(data.skipped) > 10 else ""))
     if chief:
         from trainer import hparams
-        hparams.write_experiment(cfg, Path(cfg.results_dir) / "tensorboard")
-    state, records, search, writer = search_with(cfg, info, strategy, data, chief)
+        try:
+            hparams.write_experiment(cfg, Path(cfg.results_dir) / "tensorboard")
+        except (TypeError, ValueError) as exc:     # a nicety: the search goes on without its dashboard
+            log(f"[{info.task_name}] TensorBoard's HParams dashboard not written: {exc}")
+    state, records, search, writer, every_host = search_with(cfg, info, strategy, data, chief)
     if writer:
         workers = len(search.get("hosts", [])) if cfg.search.mode == "parallel" else info.num_workers or 1
         doc = results_doc(state, workers, replicas, data, started, cfg.search.mode, cfg.precision, records,
                           search or None)
+        doc.update(every_host)      # parallel: replicas summed, restarts the most, where each trial ran
         write_json_atomic(Path(cfg.results_dir) / "results.json", doc)
         log("\n" + leaderboard(doc["candidates"]))
         log(f"best: {doc['best']['candidate']} (val_accuracy {doc['best']['val_accuracy']:.4f}); "

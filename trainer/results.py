@@ -46,7 +46,7 @@ SEARCH_KEYS = {"sampler": str, "pruner": str, "trials": int, "reduction_factor":
 
 
 def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return _real(value)
 
 
 def _search_ok(search) -> bool:
@@ -57,11 +57,18 @@ def _search_ok(search) -> bool:
                 for h, v in search.get("lost", {}).items())
 
 
+# Trials trained to the end come first, then pruned ones (real models, stopped behind), then the
+# rest (lost, failed: figures of a model nobody kept).
+TIERS = {"complete": 0, "pruned": 1}
+
+
 def rank_key(record: dict) -> tuple:
-    """The one rule for the best trial: highest val_accuracy, then lowest val_loss; a trial whose
-    figures are not numbers (NaN: it diverged) ranks last. Sorting is stable: ties keep trial order."""
+    """The one rule for the best trial: a complete trial before a pruned one before any other; then
+    highest val_accuracy, then lowest val_loss; a trial whose figures are not numbers (NaN: it
+    diverged) ranks last of its tier. Sorting is stable: ties keep trial order."""
     acc, loss = record["val_accuracy"], record["val_loss"]
-    return (-acc if math.isfinite(acc) else math.inf, loss if math.isfinite(loss) else math.inf)
+    return (TIERS.get(record.get("state", "complete"), 2), -acc if math.isfinite(acc) else math.inf,
+            loss if math.isfinite(loss) else math.inf)
 
 
 def score(val_accuracy: float, val_loss: float) -> float:
@@ -175,7 +182,7 @@ def check(doc, where: str) -> None:
 def check_record(record, where: str) -> None:
     """One trial's record as results.json holds it (also what a host sends the chief's queue)."""
     bad = [k for k, kind in CANDIDATE_KEYS.items() if not isinstance(record, dict) or not isinstance(record.get(k), kind)
-           or isinstance(record.get(k), bool)]
+           or isinstance(record.get(k), bool) or (kind is NUMBER and not _real(record[k]))]
     if bad:
         got = record.get(bad[0]) if isinstance(record, dict) else record
         raise ResultsError(f"{where}.{bad[0]}: Received {_shown(got)}. Expected {EXPECTED[CANDIDATE_KEYS[bad[0]]]}.")
@@ -186,6 +193,50 @@ def check_record(record, where: str) -> None:
     history = record.get("history", "")
     if not isinstance(history, str) or history.startswith("/") or ".." in history.split("/"):
         raise ResultsError(f"{where}.history: Received {_shown(history)}. Expected a path inside the run folder.")
+
+
+# What a host of a parallel search may tell the chief about a trial it trained: each figure's
+# check. Everything else in the record the chief knows itself (the trial's name and values, its
+# host, whether the pruner stopped it), so a host cannot write it.
+HOST_FIGURES = {
+    "val_accuracy": lambda v: _real(v) and (math.isnan(v) or 0 <= v <= 1),
+    "val_loss": lambda v: _real(v) and (math.isnan(v) or v >= 0),
+    "train_seconds": lambda v: _real(v) and 0 <= v <= 1e9,
+    "images_per_second": lambda v: _real(v) and 0 <= v <= 1e12,
+    "params": lambda v: _whole(v, 1e12), "epochs": lambda v: _whole(v, 100_000), "epochs_run": lambda v: _whole(v, 100_000),
+    "resumed_from_epoch": lambda v: _whole(v, 100_000), "start": lambda v: _whole(v, 1_000_000),
+    "stopped_early": lambda v: isinstance(v, bool),
+    "curve": lambda v: isinstance(v, list) and len(v) <= 100_000 and all(_real(x) and (math.isnan(x) or 0 <= x <= 1) for x in v),
+}
+
+
+def host_figures(sent, classes: int, where: str) -> dict:
+    """The figures a host sent for its trial, checked (a ResultsError names the first that is not
+    what it should be); its confusion matrix when it is classes × classes counts."""
+    if not isinstance(sent, dict):
+        raise ResultsError(f"{where}: Received {_shown(sent)}. Expected a trial's figures.")
+    out = {}
+    for key, fits in HOST_FIGURES.items():
+        if key not in sent:
+            continue
+        if not fits(sent[key]):
+            raise ResultsError(f"{where}.{key}: Received {_shown(sent[key])}. Expected {key.replace('_', ' ')} as a trainer writes it.")
+        out[key] = sent[key]
+    matrix = sent.get("confusion_matrix")
+    if matrix is not None:
+        if not (isinstance(matrix, list) and len(matrix) == classes and all(
+                isinstance(row, list) and len(row) == classes and all(_whole(n, 1e12) for n in row) for row in matrix)):
+            raise ResultsError(f"{where}.confusion_matrix: Received {_shown(matrix)}. Expected {classes} × {classes} counts.")
+        out["confusion_matrix"] = matrix
+    return out
+
+
+def _real(value) -> bool:
+    return isinstance(value, float) or (isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**53)
+
+
+def _whole(value, limit: float) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= limit
 
 
 def _shown(value) -> str:

@@ -23,7 +23,7 @@ from trainer import hparams, models
 from trainer.backup import OwnCopyBackupAndRestore, SearchState
 from trainer.config import TrainConfig
 from trainer.data import Data
-from trainer.errors import ConfigError
+from trainer.errors import ConfigError, TfcError
 from trainer.profile import StepProfiler
 from trainer.progress import Tracker
 from trainer import results
@@ -124,6 +124,12 @@ def task_folder(task: str) -> str:
     return safe_name(task.replace(":", "-"))
 
 
+class TrialFailed(TfcError):
+    """A trial's model could not be built with its values (a builder refused them). Every worker
+    of a sync search finds the same, so a study's search records the trial as failed and goes on;
+    the plain grid stops, as before."""
+
+
 @dataclass
 class Outcome:
     record: dict
@@ -199,7 +205,10 @@ def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str,
     study's pruning) come from a search that uses the study."""
     epochs = epochs or cfg.epochs
     tf.keras.utils.set_random_seed(cfg.seed)  # the same initial weights on every worker
-    model = compile_candidate(trial.candidate, trial.learning_rate, cfg, data, strategy, trial.hyperparameters)
+    try:
+        model = compile_candidate(trial.candidate, trial.learning_rate, cfg, data, strategy, trial.hyperparameters)
+    except (ValueError, TypeError) as exc:    # the builder refused these values
+        raise TrialFailed(f"{trial.name} could not be built ({type(exc).__name__}): {exc}") from exc
     train, val = data.batches(trial.batch_per_replica * strategy.num_replicas_in_sync)
     history = f"history/{safe_name(trial.name)}.csv"
     with write_dir(Path(cfg.results_dir), chief) as out:

@@ -23,6 +23,16 @@ BUILTIN_HYPERPARAMETERS = {"small_cnn": ("width", "dropout"), "deep_cnn": ("widt
 assert set(BUILTIN_HYPERPARAMETERS) == set(BUILTIN_CANDIDATES)
 
 Spec = Union[Range, list]
+# What a searched value may be, by name: (the check of one value, what is expected, whole numbers
+# only). Width and dropout are the built-ins' (a user builder's arguments are its own business).
+LIMITS = {"learning_rate": (lambda v: 0 < v <= 10, "learning rates > 0 and ≤ 10", False),
+          "batch_per_replica": (lambda v: 1 <= v <= 65536, "batch sizes, whole numbers 1–65536", True),
+          "width": (lambda v: 1 <= v <= 65536, "widths, whole numbers 1–65536", True),
+          "dropout": (lambda v: 0 <= v < 1, "dropout rates ≥ 0 and < 1", False)}
+# A trial's own names: a hyperparameter called so would be taken for them.
+RESERVED = ("learning_rate", "batch_per_replica", "candidate")
+# Enough for any builder; bounds what the chief sends every worker about a trial (one collective).
+MAX_HYPERPARAMETERS = 16
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,18 @@ def dimensions(cfg: TrainConfig, candidate: str) -> list[Dimension]:
 
 def max_epochs(cfg: TrainConfig) -> int:
     return cfg.search.max_epochs or cfg.epochs
+
+
+def rungs(cfg: TrainConfig) -> list[int]:
+    """The epochs at which the pruner judges trials: min_epochs × reduction_factor^k before max_epochs
+    (a trial at its last epoch is not judged: nothing is left to save)."""
+    if cfg.search.pruner == "none":
+        return []
+    out, epoch = [], cfg.search.min_epochs
+    while epoch < max_epochs(cfg):
+        out.append(epoch)
+        epoch *= cfg.search.reduction_factor
+    return out
 
 
 def grid_size(cfg: TrainConfig) -> int:
@@ -108,12 +130,48 @@ def problems(cfg: TrainConfig) -> list[Problem]:
                 f"at most {points}, or sampler: random or tpe")
     elif search.trials is None:
         bad(("trials",), f"Missing with sampler {search.sampler}", "the number of trials to draw")
+    if search.only and search.uses_study:
+        bad(("only",), "Received with a search the study drives", "only with a plain grid (lists, no sampler, no pruner)")
     if search.max_epochs is not None and search.min_epochs > search.max_epochs:
         bad(("min_epochs",), f"Received {search.min_epochs} with max_epochs {search.max_epochs}", "min_epochs ≤ max_epochs")
     elif search.max_epochs is None and search.pruner != "none" and search.min_epochs > cfg.epochs:
         bad(("min_epochs",), f"Received {search.min_epochs} with epochs {cfg.epochs}", "min_epochs ≤ epochs")
-    found += _hyperparameter_problems(cfg)
+    elif search.pruner != "none" and not rungs(cfg):
+        bad(("min_epochs",), f"Received {search.min_epochs} with {max_epochs(cfg)} epochs: no rung before the last "
+            f"epoch, so {search.pruner} would never stop a trial", "min_epochs < the epochs a trial trains")
+    found += _hyperparameter_problems(cfg) + _value_problems(cfg)
     return found
+
+
+def _value_problems(cfg: TrainConfig) -> list[Problem]:
+    """Searched values outside what they may be (LIMITS): a learning rate of 0, a batch of 2.5."""
+    found, checked = [], set()
+    for candidate in cfg.candidates:
+        builtin = candidate in BUILTIN_HYPERPARAMETERS
+        for dim in dimensions(cfg, candidate):
+            shared = dim.name in ("learning_rate", "batch_per_replica")
+            key = (dim.name,) if shared else ("hyperparameters", candidate, dim.name)
+            if key in checked or dim.name not in LIMITS or not (shared or builtin):
+                continue
+            checked.add(key)
+            received = _outside(dim.spec, *LIMITS[dim.name])
+            if received:
+                found.append(Problem(("search", *key), f"Received {received}", LIMITS[dim.name][1]
+                                     + (" (a list, or an integer or log_integer range)" if LIMITS[dim.name][2] else "")))
+    return found
+
+
+def _outside(spec: Spec, fits, _expected: str, whole: bool):
+    """The first value (or range) of `spec` that does not fit; None when all do."""
+    if isinstance(spec, Range):
+        if whole and spec.kind not in ("integer", "log_integer"):
+            return f"a {spec.kind} range"
+        return None if all(fits(b) for b in spec.bounds) else f"{spec.kind}: {list(spec.bounds)}"
+    for value in spec:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or (whole and not isinstance(value, int)) or not fits(value):
+            return repr(value)
+    return None
 
 
 def _hyperparameter_problems(cfg: TrainConfig) -> list[Problem]:
@@ -123,7 +181,14 @@ def _hyperparameter_problems(cfg: TrainConfig) -> list[Problem]:
         if candidate not in cfg.candidates:
             found.append(Problem(where, "Received a candidate that is not in candidates",
                                  "one of " + ", ".join(cfg.candidates)))
-        elif candidate in BUILTIN_HYPERPARAMETERS:
+            continue
+        reserved = [name for name in values if name in RESERVED]
+        if reserved:
+            found.append(Problem((*where, reserved[0]), f"Received {reserved[0]!r}, a name every trial has",
+                                 "another name (learning_rate and batch_per_replica are searched under search:)"))
+        if len(values) > MAX_HYPERPARAMETERS:
+            found.append(Problem(where, f"Received {len(values)} hyperparameters", f"at most {MAX_HYPERPARAMETERS}"))
+        if candidate in BUILTIN_HYPERPARAMETERS:
             accepted = BUILTIN_HYPERPARAMETERS[candidate]
             found += [Problem((*where, name), f"Received {name!r}", f"an argument {candidate} takes: " + ", ".join(accepted))
                       for name in values if name not in accepted]

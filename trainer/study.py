@@ -2,8 +2,10 @@
 
 Optuna does the searching: its samplers (a grid's points enqueued one by one as they are due,
 RandomSampler, TPESampler),
-its pruners (SuccessiveHalvingPruner = ASHA, HyperbandPruner) and its storage (SQLite in the
-chief's results folder, so a restarted chief resumes the search). One process only ever opens it:
+its pruners (SuccessiveHalvingPruner = ASHA, HyperbandPruner) and its storage: SQLite beside the
+chief's backups while the search runs, so a restarted chief resumes it (and a search whose space
+changed meanwhile starts over), copied to the results folder when it ends, and gone with the
+backups, so the next run starts a study of its own. One process only ever opens it:
 the chief, which in sync mode decides for every worker (search.py sends its decisions round with
 a collective) and in parallel mode serves the other hosts (queue.py).
 
@@ -19,11 +21,26 @@ from pathlib import Path
 from typing import Optional
 
 from trainer import results, space
+from trainer.space import rungs  # noqa: F401  (where the study's pruner judges: the report draws them)
 from trainer.config import Range, TrainConfig
 from trainer.trials import Trial
 
 FILE = "study.db"
-NAME, RECORD, HOST, RETRY_OF = "tfc:name", "tfc:record", "tfc:host", "tfc:retry_of"
+NAME, RECORD, HOST, RETRY_OF, PRUNED_AT = "tfc:name", "tfc:record", "tfc:host", "tfc:retry_of", "tfc:pruned_at"
+SPACE = "tfc:space"
+# A trial whose host was lost goes to another host at most this often: a trial that takes every
+# host it lands on down with it (it fills the GPU, say) must not go round the cluster for ever.
+MAX_RETRIES = 2
+# What a search's figures depend on: a study made for other values is not resumed.
+SEARCHED = ("candidates", "epochs", "learning_rate", "batch_per_replica", "seed", "dataset", "weights", "precision")
+TRANSPORT = {"mode", "queue", "port", "lost_after_s", "only", "hosts"}
+
+
+def fingerprint(cfg: TrainConfig) -> str:
+    import hashlib
+    doc = cfg.model_dump(mode="json", include=set(SEARCHED))
+    doc["search"] = cfg.search.model_dump(mode="json", exclude=TRANSPORT)
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def sampler(cfg: TrainConfig, seed: int):
@@ -45,33 +62,41 @@ def pruner(cfg: TrainConfig):
     return optuna.pruners.NopPruner()
 
 
-def rungs(cfg: TrainConfig) -> list[int]:
-    """The epochs at which trials are judged: min_epochs × reduction_factor^k up to max_epochs."""
-    if cfg.search.pruner == "none":
-        return []
-    out, epoch = [], cfg.search.min_epochs
-    while epoch < space.max_epochs(cfg):
-        out.append(epoch)
-        epoch *= cfg.search.reduction_factor
-    return out
-
-
 class Study:
     """The search's trials, thread-safe (the chief's own loop and the queue's server share it)."""
 
-    def __init__(self, cfg: TrainConfig, results_dir: Path):
+    def __init__(self, cfg: TrainConfig, folder: Path, log=lambda line: None):
         import optuna
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.cfg, self.lock = cfg, threading.RLock()
-        seed = cfg.search.seed if cfg.search.seed is not None else cfg.seed
-        results_dir.mkdir(parents=True, exist_ok=True)
-        storage = optuna.storages.RDBStorage(f"sqlite:///{results_dir / FILE}",
-                                             engine_kwargs={"connect_args": {"timeout": 60}})
-        self.study = optuna.create_study(study_name="tfcompose", storage=storage, direction="maximize",
-                                         sampler=sampler(cfg, seed), pruner=pruner(cfg), load_if_exists=True)
+        self.cfg, self.lock, self.path = cfg, threading.RLock(), folder / FILE
+        folder.mkdir(parents=True, exist_ok=True)
+        self.study = self._open()
+        if self.study.user_attrs.get(SPACE, fingerprint(cfg)) != fingerprint(cfg):
+            log(f"the search changed since {self.path} was written: a new study")
+            self.study = self._open(fresh=True)
+        self.study.set_user_attr(SPACE, fingerprint(cfg))
         self.budget = cfg.search.trials or (space.grid_size(cfg) if cfg.search.sampler == "grid" else 0)
         self._grid = space.grid(cfg)[:self.budget] if cfg.search.sampler == "grid" else []
         self._handles: dict[int, object] = {}
+
+    def _open(self, fresh: bool = False):
+        import optuna
+        if fresh:
+            self.path.unlink(missing_ok=True)
+        seed = self.cfg.search.seed if self.cfg.search.seed is not None else self.cfg.seed
+        storage = optuna.storages.RDBStorage(f"sqlite:///{self.path}", engine_kwargs={"connect_args": {"timeout": 60}})
+        return optuna.create_study(study_name="tfcompose", storage=storage, direction="maximize",
+                                   sampler=sampler(self.cfg, seed), pruner=pruner(self.cfg), load_if_exists=True)
+
+    def export(self, path: Path) -> None:
+        """A consistent copy of the study at `path` (written beside it, then renamed), for
+        optuna-dashboard or a notebook after the run."""
+        import os
+        import sqlite3
+        tmp = path.with_name(path.name + ".tmp")
+        with self.lock, sqlite3.connect(self.path) as source, sqlite3.connect(tmp) as copy:
+            source.backup(copy)
+        os.replace(tmp, path)
 
     # --- asking --------------------------------------------------------------------------------
     def resume_or_next(self, host: str = "") -> Optional[Trial]:
@@ -124,21 +149,38 @@ class Study:
 
     # --- what trials reached -------------------------------------------------------------------
     def report(self, number: int, epoch: int, val_accuracy: float, val_loss: float) -> bool:
-        """The trial's figures after `epoch`; whether the pruner stops it there."""
+        """The trial's figures after `epoch`; whether the pruner stops it there. A trial at its
+        last epoch is not judged (nothing is left to save), and a trial once told to stop is told
+        so again (its host restarted from a backup taken after the decision)."""
         with self.lock:
             handle = self._handle(number)
-            if not math.isfinite(val_accuracy):
-                return self.cfg.search.pruner != "none"       # a diverged trial is not worth its epochs
-            handle.report(results.score(val_accuracy, val_loss), epoch)
-            return handle.should_prune()
+            if PRUNED_AT in handle.user_attrs:
+                return True
+            if math.isfinite(val_accuracy):
+                handle.report(results.score(val_accuracy, val_loss), epoch)
+            if epoch >= space.max_epochs(self.cfg) or self.cfg.search.pruner == "none":
+                return False
+            # A diverged trial (NaN) is not worth its epochs.
+            prune = not math.isfinite(val_accuracy) or handle.should_prune()
+            if prune:
+                handle.set_user_attr(PRUNED_AT, epoch)
+            return prune
+
+    def pruned_at(self, number: int) -> Optional[int]:
+        """The epoch after which the study told the trial to stop, if it did."""
+        with self.lock:
+            return self._handle(number).user_attrs.get(PRUNED_AT)
 
     def finish(self, number: int, record: dict) -> None:
-        """The trial ended: complete, or pruned (record["state"]); its record kept for results.json."""
+        """The trial ended; pruned if the study said so, else complete (failed: no figures). Its
+        record, with that state, kept for results.json."""
         import optuna
         with self.lock:
+            stop = self.pruned_at(number)
+            record = {**record, "state": "pruned" if stop else "complete", "pruned_at_epoch": stop}
             self._handle(number).set_user_attr(RECORD, json.dumps(record))
             value = results.score(record["val_accuracy"], record["val_loss"])
-            if record.get("state") == "pruned":
+            if stop:
                 self.study.tell(number, state=optuna.trial.TrialState.PRUNED, skip_if_finished=True)
             elif math.isfinite(value):
                 self.study.tell(number, value, skip_if_finished=True)
@@ -147,7 +189,8 @@ class Study:
 
     def lose(self, number: int, why: str) -> Optional[str]:
         """A host stopped answering while it trained `number`: failed there, and the same values
-        queued again for another host (the retry's name). None if the trial had already ended."""
+        queued again for another host (the retry's name), at most MAX_RETRIES times ("" when the
+        trial failed for good). None if the trial had already ended."""
         import optuna
         with self.lock:
             frozen = self.study._storage.get_trial(self._handle(number)._trial_id)
@@ -155,11 +198,29 @@ class Study:
                 return None
             base = frozen.user_attrs[NAME].split("~")[0]
             tries = 1 + sum(1 for t in self.study.get_trials(deepcopy=False) if t.user_attrs.get(NAME, "").startswith(base + "~"))
+            if tries > MAX_RETRIES:
+                self._end(number, {"state": "failed", "why": f"{why}; lost {tries} times, not retried again"})
+                return ""
             name = f"{base}~r{tries}"
-            self._handle(number).set_user_attr(RECORD, json.dumps({"state": "retried", "why": why, "retried_as": name}))
-            self.study.tell(number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+            self._end(number, {"state": "retried", "why": why, "retried_as": name})
             self.study.enqueue_trial(frozen.params, user_attrs={NAME: name, RETRY_OF: number})
             return name
+
+    def fail(self, number: int, why: str) -> None:
+        """The trial failed on its own (its builder refused a value, it ran out of memory): not
+        retried, since it would fail again; the search goes on."""
+        with self.lock:
+            self._end(number, {"state": "failed", "why": why[:500]})
+
+    def _end(self, number: int, record: dict) -> None:
+        import optuna
+        self._handle(number).set_user_attr(RECORD, json.dumps(record))
+        self.study.tell(number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+
+    def trial(self, number: int) -> Trial:
+        """Trial `number` as it was handed out."""
+        with self.lock:
+            return self._trial_of(self.study._storage.get_trial(self._handle(number)._trial_id))
 
     def running_hosts(self) -> dict[int, str]:
         with self.lock:

@@ -109,14 +109,11 @@ def _remote_path_ok(value: str) -> bool:
 
 
 def _parallel_checks(cluster: Cluster) -> list[Problem]:
-    from trainer.trials import expand
+    from trainer import space
     train = cluster.spec.train
-    if train is None or train.search.mode != "parallel":
-        return []
-    if train.search.sampler != "grid" or train.search.trials is not None:
-        count = train.search.trials or 0
-    else:
-        count = len(expand(train, only=False))
+    if train is None or train.search.mode != "parallel" or space.problems(train):
+        return []           # what is wrong with the space itself is _search_checks' to say
+    count = train.search.trials or space.grid_size(train)
     if count < len(cluster.hosts):
         return [Problem(("train", "search", "mode"), f"Received 'parallel' with {count} trial(s) for {len(cluster.hosts)} hosts",
                         "at least one trial per host (add candidates, learning_rates, batch sizes, or trials)")]

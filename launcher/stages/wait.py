@@ -137,7 +137,8 @@ def finish(group: Group, plan: Plan, states: dict[str, HostStatus], unreachable:
     gone = lost_hosts(states, retries, unreachable)
     if act and any(st.state == "running" for n, st in states.items() if n != chief):
         stop_all(group, [h for h in plan.cluster.hosts if h.name != chief])
-    said = "; ".join(f"{n} was lost ({_how(states[n])}): the trial it was training went to another host" for n in gone)
+    # Which trial went where is the chief's to say (results.json's search.lost, shown after collect).
+    said = "; ".join(f"{n} was lost ({_how(states[n])}); the search went on without it" for n in gone)
     return RunOutcome(False, f"chief {chief} finished (exit 0): every trial is accounted for"
                       + (f"; {said}" if said else ""), list(states.values()), lost=gone)
 

@@ -1,5 +1,6 @@
 """Model search at cluster scale over sshd hosts: the parallel trial queue (and a host lost
-mid-trial), a sampled sync search pruned by ASHA, and today's grid unchanged."""
+mid-trial), a sampled sync search pruned by ASHA, and today's grid unchanged; and on one machine,
+a sampled space from the README, a new run's own study, and a trial its builder refuses."""
 from __future__ import annotations
 
 import json
@@ -7,9 +8,11 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import matplotlib.image
 import pytest
+import yaml
 
 from launcher import plan as plan_mod
 from launcher.inventory.load import load_cluster
@@ -164,3 +167,43 @@ def test_sync_search_space_with_early_stopping(trainers, tmp_path):
                           "train_seconds", "images_per_second", "epochs", "epochs_run", "resumed_from_epoch",
                           "stopped_early", "params", "history", "confusion_matrix", "start"} for r in records.values())
     assert not (tmp_path / "r" / "study.db").exists()
+
+
+TINY = {"dataset": {"kind": "synthetic", "image_size": [16, 16], "per_class": 16}, "epochs": 2}
+
+
+def alone(trainers, tmp_path, name: str, config: dict) -> tuple[dict, str]:
+    """One trainer process on this machine (no cluster): its results.json and its log (clean)."""
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = trainers.start(["--config", str(path)], name=name)
+    assert proc.wait(timeout=300) == 0, proc.log_path.read_text()[-3000:]
+    log = proc.log_path.read_text()
+    assert "Traceback" not in log
+    return json.loads((Path(config["results_dir"]) / "results.json").read_text()), log
+
+
+def test_the_readmes_sampled_space_runs_and_a_new_run_starts_a_study_of_its_own(trainers, tmp_path):
+    results_dir = tmp_path / "results"
+    sampled = {**TINY, "candidates": ["small_cnn"], "results_dir": str(results_dir),
+               "search": {"sampler": "tpe", "trials": 3, "seed": 7, "learning_rate": {"log_uniform": [1.0e-4, 1.0e-1]},
+                          "batch_per_replica": [8, 16], "pruner": "asha", "min_epochs": 1}}
+    first, _ = alone(trainers, tmp_path, "first", sampled)
+    assert len(first["candidates"]) == 3 and all(1e-4 <= r["learning_rate"] <= 0.1 for r in first["candidates"])
+    assert (results_dir / "study.db").is_file() and not (results_dir / "backup").exists()
+    again, log = alone(trainers, tmp_path, "again", sampled)        # the same search run again: trained again
+    assert log.count(" epoch 1/2 ") == 3 and len(again["candidates"]) == 3
+    other = {**sampled, "search": {**sampled["search"], "learning_rate": [0.5, 0.25], "seed": 99}}
+    second, _ = alone(trainers, tmp_path, "second", other)          # the same results folder, another space
+    assert {r["learning_rate"] for r in second["candidates"]} <= {0.5, 0.25}
+
+
+def test_a_trial_its_builder_refuses_fails_alone_and_the_search_goes_on(trainers, tmp_path):
+    config = {**TINY, "candidates": ["user_models:picky"], "results_dir": str(tmp_path / "results"),
+              "search": {"hyperparameters": {"user_models:picky": {"width": [8, 1000]}}}}
+    doc, _ = alone(trainers, tmp_path, "picky", config)
+    states = {r["candidate"]: (r["state"], r.get("why", "")) for r in doc["candidates"]}
+    assert states["user_models:picky@lr=0.001,bs=32,width=8"][0] == "complete"
+    state, why = states["user_models:picky@lr=0.001,bs=32,width=1000"]
+    assert state == "failed" and "width 1000 is more than this model takes" in why
+    assert doc["best"]["candidate"].endswith("width=8")

@@ -52,3 +52,16 @@ def test_a_long_transfer_shows_a_bar_with_rate_and_eta_on_a_terminal_and_nothing
     shown.print(live._table())
     table = shown.file.getvalue()
     assert "sending image: 30.0 of 120.0 MB, 10.0 MB/s, ETA 0:00:09" in table and "━" in table
+
+
+def test_off_a_terminal_the_search_line_comes_when_it_changes_and_without_a_hosts_escapes(tmp_path, capsys):
+    from dataclasses import replace
+    from launcher.view import RichReporter
+    doc = list(tracked(tmp_path, epochs=1, trials=1))[0]
+    reporter = RichReporter(["h0"])
+    counts = {"done": 3, "pruned": 1, "running": 2, "left": 4, "best": "small_cnn#003\x1b[2J", "best_val_accuracy": 0.975}
+    for search in (counts, counts, {**counts, "done": 4, "left": 3}):
+        reporter.progress("h0", replace(doc, search=search))
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("search:")]
+    assert lines == ["search: 3 done, 1 pruned, 2 running, 4 left; best small_cnn#003 (val_acc 0.9750)",
+                     "search: 4 done, 1 pruned, 2 running, 3 left; best small_cnn#003 (val_acc 0.9750)"]

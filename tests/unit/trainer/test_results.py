@@ -52,3 +52,16 @@ def test_the_studys_figure_is_nan_only_when_the_accuracy_is():
 def test_results_that_tfcompose_did_not_write_are_refused_by_name(doc, field):
     with pytest.raises(results.ResultsError, match=field.replace("[", r"\[").replace("]", r"\]")):
         results.check(doc, "r.json")
+
+
+def test_the_best_is_a_trial_trained_to_the_end_before_a_pruned_or_lost_one():
+    lost = {**record("lost", 0.99), "state": "retried"}                  # its partial curve's last figure
+    pruned = {**record("pruned", 0.95), "state": "pruned"}
+    trials = [lost, pruned, {**record("done", 0.85), "state": "complete"}, record("grid", 0.80)]
+    assert [r["candidate"] for r in results.ranked(trials)] == ["done", "grid", "pruned", "lost"]
+    assert results.best([lost, pruned])["candidate"] == "pruned"
+
+
+def test_results_json_refuses_a_number_no_reader_can_use():
+    with pytest.raises(results.ResultsError, match=r"candidates\[0\].train_seconds"):
+        results.check({"schema": 1, "candidates": [{**record("t", 0.5), "train_seconds": 10 ** 400}]}, "r.json")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 from trainer.config import TrainConfig
-from trainer.study import Study, rungs
+from trainer.space import rungs
+from trainer.study import Study
 
 
 def cfg(**search) -> TrainConfig:
@@ -96,3 +97,69 @@ def test_a_restarted_chief_resumes_the_study_from_its_folder(tmp_path):
     assert again.report(running.number, 1, 0.5, 1.0) is False
     finish(again, running, 0.6)
     assert [r["state"] for r in again.records()] == ["complete", "complete"]
+
+
+def test_a_trial_at_its_last_epoch_is_not_judged(tmp_path):
+    study = Study(cfg(learning_rates=[0.1, 0.01, 0.001], pruner="asha", min_epochs=1, reduction_factor=3, max_epochs=3),
+                  tmp_path)
+    first = study.next()
+    assert [study.report(first.number, e, 0.9, 0.1) for e in (1, 2, 3)] == [False] * 3
+    finish(study, first, 0.9)
+    behind_last = study.next()
+    assert [study.report(behind_last.number, e, 0.95, 0.1) for e in (1, 2)] == [False, False]
+    assert study.report(behind_last.number, 3, 0.1, 2.0) is False          # far behind, but trained to the end
+    finish(study, behind_last, 0.1)
+    assert next(r for r in study.records() if r["trial"] == behind_last.number)["state"] == "complete"
+
+
+def test_a_trial_told_to_stop_is_told_so_again_after_its_host_restarted(tmp_path):
+    search = {"learning_rates": [0.1, 0.01], "pruner": "asha", "min_epochs": 1, "reduction_factor": 2}
+    study = Study(cfg(**search), tmp_path)
+    good = study.next("h0")
+    study.report(good.number, 1, 0.9, 0.1)
+    finish(study, good, 0.9)
+    bad = study.next("h0")
+    assert study.report(bad.number, 1, 0.1, 2.0) is True
+    again = Study(cfg(**search), tmp_path)                          # the chief restarted before `finish`
+    assert again.resume_or_next("h0").number == bad.number
+    assert again.report(bad.number, 2, 0.95, 0.1) is True               # resumed past its rung: still stopped
+    finish(again, bad, 0.95)
+    record = next(r for r in again.records() if r["trial"] == bad.number)
+    assert (record["state"], record["pruned_at_epoch"]) == ("pruned", 1)
+
+
+def test_a_study_for_another_space_is_not_resumed(tmp_path):
+    first = Study(cfg(sampler="random", trials=2, learning_rates=[0.01, 0.001]), tmp_path)
+    for _ in range(2):
+        finish(first, first.next(), 0.8)
+    same = Study(cfg(sampler="random", trials=2, learning_rates=[0.01, 0.001]), tmp_path)
+    assert same.done() and len(same.records()) == 2                       # a restart: the same search
+    said = []
+    other = Study(cfg(sampler="random", trials=2, learning_rates=[0.5, 0.2]), tmp_path, log=said.append)
+    assert not other.done() and other.records() == [] and "the search changed" in said[0]
+    assert other.next().learning_rate in (0.5, 0.2)
+
+
+def test_the_finished_study_is_copied_out_whole(tmp_path):
+    import optuna
+    study = Study(cfg(learning_rates=[0.1, 0.01]), tmp_path / "backup")
+    while (trial := study.next()) is not None:
+        finish(study, trial, 0.7)
+    study.export(tmp_path / "study.db")
+    copy = optuna.load_study(study_name="tfcompose", storage=f"sqlite:///{tmp_path / 'study.db'}")
+    assert [t.state.name for t in copy.trials] == ["COMPLETE"] * 4 and not list(tmp_path.glob("*.tmp"))
+
+
+def test_a_trial_lost_again_and_again_fails_for_good_and_one_failing_on_its_own_is_not_retried(tmp_path):
+    study = Study(cfg(sampler="random", trials=2, seed=3, learning_rates=[0.1, 0.01]), tmp_path)
+    trial, names = study.next("h1"), []
+    for host in ("h2", "h3", "h4"):
+        names.append(study.lose(trial.number, "silent"))
+        trial = study.next(host)
+    assert names == [f"{names[0].split('~')[0]}~r1", f"{names[0].split('~')[0]}~r2", ""]
+    assert trial.name != names[0].split("~")[0] and "~" not in trial.name    # the budget's second trial, not a retry
+    study.fail(trial.number, "ValueError: Invalid value 5.0 received for 'rate'")
+    assert study.next("h4") is None and study.done()
+    states = [r["state"] for r in study.records()]
+    assert states == ["retried", "retried", "failed", "failed"]
+    assert "lost 3 times" in study.records()[2]["why"] and "Invalid value" in study.records()[3]["why"]
