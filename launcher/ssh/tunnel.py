@@ -73,8 +73,8 @@ class Held:
                 if stdin_open and self.released.is_set():
                     channel.shutdown_write()
                     stdin_open = False
-                if stdin_open and time.monotonic() >= next_beat:
-                    channel.sendall(HEARTBEAT)
+                if stdin_open and time.monotonic() >= next_beat and not channel.exit_status_ready():
+                    channel.sendall(HEARTBEAT)      # (not to a command that has ended: its words are still to read)
                     next_beat = time.monotonic() + self.every
                 if channel.recv_ready():
                     self.last_heard = time.monotonic()

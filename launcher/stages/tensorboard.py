@@ -8,7 +8,8 @@ host's network: this machine's 127.0.0.1:<port> is carried there over direct-tcp
 (ssh/tunnel.py). It lives exactly as long as this process holds it (docker_commands'
 TENSORBOARD_KEEPER): Ctrl-C closes the keeper's stdin and the keeper removes the container; this
 process killed (kill -9) ends the SSH session, which closes it too; the network lost leaves the
-keeper without its heartbeat, and after SILENCE_S it does the same. What outlives all of that
+keeper without its heartbeat, and after SILENCE_S it does the same (this process, hearing no
+answer to its heartbeat as long, gives up on the host too). What outlives all of that
 (the keeper itself killed on the host) is an orphan: the next `tfcompose tensorboard` on that host
 removes it, and `tfcompose down` removes every one.
 
@@ -35,7 +36,6 @@ from launcher.errors import BadAnswer, BadInput, RemoteError, TfcError, summary
 from launcher.inventory.model import Cluster, Host
 from launcher.text import one_line, printable
 
-DEFAULT_PORT = 6006
 HEARTBEAT_S = 5.0     # how often the launcher tells the keeper it is still there
 SILENCE_S = 30        # the keeper removes TensorBoard after this long without a heartbeat (network lost)
 START_S = 90          # TensorBoard's own start (it imports TensorFlow: seconds on a busy host)
