@@ -171,6 +171,33 @@ def logs_cmd(inventory_path: Path = InventoryOpt, host: Optional[str] = typer.Op
     logs(cluster, host, follow, write, since, tail)
 
 
+@app.command("tensorboard")
+def tensorboard_cmd(run_dir: Optional[Path] = typer.Argument(None, help="a collected run (runs/<cluster>/<run>), served "
+                                                             "from this machine; without it, the running cluster's"),
+                    inventory_path: Optional[Path] = typer.Option(None, "--inventory", "-i", dir_okay=False,
+                                                                  help="the inventory YAML (default: inventory.yaml)"),
+                    port: int = typer.Option(6006, "--port", min=0, max=65535, help="the port on this machine (0: any free one)"),
+                    host: Optional[str] = typer.Option(None, "--host", help="a host other than the chief (a parallel "
+                                                       "search: each host writes its own)")) -> None:
+    """TensorBoard of the running training (the chief's, or --host's) on a port of this machine, through
+    SSH, until Ctrl-C, which stops it and leaves nothing running; or a collected run's, served here."""
+    from launcher.stages import tensorboard as tb
+
+    def ready(served) -> None:
+        _say(f"TensorBoard of {served.what}: {served.url} (Ctrl-C stops it)")
+
+    if run_dir is not None:
+        if inventory_path is not None:
+            raise BadInput(f"{run_dir}: Received a run folder and --inventory {inventory_path}. Expected one of the two: "
+                           "a collected run is served from this machine, the inventory's cluster from its host.")
+        served = tb.serve_collected(run_dir, host, port, ready)
+    else:
+        served = tb.serve_live(_load(inventory_path or Path("inventory.yaml")), host, port, ready)
+    if served.failed:
+        raise TfcError(served.message)
+    _say(served.message)
+
+
 @app.command("collect")
 def collect_cmd(inventory_path: Path = InventoryOpt, runs: Path = RunsOpt) -> None:
     """The chief's results and every host's log into runs/<cluster>/<run>/ (and runs/<cluster>/latest)."""

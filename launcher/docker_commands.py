@@ -207,3 +207,62 @@ def dataset_rename(data_dir: str) -> list[str]:
     """Each arrived `<path>.tfcompose-part` to its final name."""
     return ["sh", "-c", 'cd "$1" || exit 1; while IFS= read -r f; do mv -f -- "./$f.tfcompose-part" "./$f" || exit 1; done',
             "sh", data_dir]
+
+
+# --- TensorBoard next to a host's container (stages/tensorboard.py) ------------------------------
+LABEL_TENSORBOARD, LABEL_KEEPER = "tfcompose.tensorboard", "tfcompose.keeper"
+KEEPER_PREFIX = "tfcompose-tb-"
+
+# Runs TensorBoard from the cluster's image on the host's loopback (a port the kernel picks), with
+# the results folder read-only, and lives exactly as long as the launcher holds it: the launcher
+# writes "." on its stdin every few seconds and the keeper answers each with an ACK byte (so each
+# side knows the other is there). Stdin closed (Ctrl-C, or the launcher killed: the SSH session
+# ends), silent for $silence_s seconds (the network lost) or its answer undeliverable (SIGPIPE) ends
+# the loop, and the EXIT trap removes the container. Prints `url=…` once TensorBoard answers, then
+# why it ended (`ended` and TensorBoard's last words, `gone`, `slow`), then `removed` once it is gone.
+# Every docker call is bounded: a wedged engine cannot hold the keeper.
+TENSORBOARD_KEEPER = r"""
+cluster=$1 host=$2 tag=$3 image=$4 results=$5 logdir=$6 start_s=$7 silence_s=$8
+cid=$(timeout 60 docker run -d --pull never --network host --user "$(id -u):$(id -g)" --read-only --tmpfs /tmp \
+  --label "tfcompose.tensorboard=$cluster" --label "tfcompose.host=$host" --label "tfcompose.keeper=$tag" \
+  --mount "type=bind,src=$results,dst=/results,readonly" -e TF_CPP_MIN_LOG_LEVEL=2 --entrypoint python3 \
+  "$image" -m tensorboard.main --logdir "$logdir" --host 127.0.0.1 --port 0) || exit 3
+gone() { if timeout 20 docker rm -f "$cid" >/dev/null 2>&1; then echo removed; else echo "not removed"; fi; }
+trap gone EXIT; trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 141' PIPE; trap 'exit 143' TERM
+said() { timeout 10 docker logs --tail 20 "$cid" 2>&1 | tail -c 2000; }
+running() {
+  state=$(timeout 10 docker inspect -f '{{.State.Running}}' "$cid" 2>/dev/null) || { echo gone; exit 4; }
+  [ "$state" = true ] || { echo ended; said; exit 4; }
+}
+i=0
+while running; do
+  url=$(timeout 10 docker logs "$cid" 2>&1 | grep -o 'http://127\.0\.0\.1:[0-9]*/' | head -n 1)
+  [ -n "$url" ] && break
+  i=$((i + 1)); [ "$i" -le $((start_s * 4)) ] || { echo slow; said; exit 5; }
+  sleep 0.25
+done
+echo "url=$url"
+while [ "$(timeout "$silence_s" head -c 1)" = . ]; do running; printf '\006'; done
+"""
+
+
+def tensorboard_keeper(cluster: str, host: str, tag: str, image: str, results: str, logdir: str,
+                       start_s: int, silence_s: int) -> list[str]:
+    """TensorBoard over the host's `results` folder (mounted at /results; `logdir` inside it),
+    kept while the launcher holds the command (TENSORBOARD_KEEPER)."""
+    return ["sh", "-c", TENSORBOARD_KEEPER, "tfcompose-tensorboard", cluster, host, tag, image, results, logdir,
+            str(int(start_s)), str(int(silence_s))]
+
+
+def remove_tensorboards(cluster: str, host: str, which: str = "all") -> list[str]:
+    """Remove this host's TensorBoard containers of the cluster and print how many: `all`, only
+    `orphans` (their keeper is no longer running: its launcher's session ended without the clean-up,
+    e.g. the keeper itself was killed), or the one kept by the keeper tag `which`."""
+    return ["sh", "-c", 'n=0; for c in $(docker ps -aq --filter "label=tfcompose.tensorboard=$1" '
+            '--filter "label=tfcompose.host=$2"); do '
+            'tag=$(docker inspect -f \'{{index .Config.Labels "tfcompose.keeper"}}\' "$c" 2>/dev/null); '
+            'case "$3" in all) ;; orphans) command -v pgrep >/dev/null 2>&1 || continue; '
+            'case "${tag#' + KEEPER_PREFIX + '}" in "$tag"|""|*[!0-9a-f]*) ;; '
+            '*) pgrep -f "$tag" >/dev/null 2>&1 && continue;; esac;; '
+            '*) [ "$tag" = "$3" ] || continue;; esac; '
+            'docker rm -f "$c" >/dev/null 2>&1 && n=$((n + 1)); done; echo "$n"', "sh", cluster, host, which]

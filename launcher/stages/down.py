@@ -1,5 +1,6 @@
-"""Down: stop and remove the cluster's containers everywhere; `--purge` also removes the cluster's
-folder on each host, but only a folder that carries tfcompose's marker (push.MARKER_FILE)."""
+"""Down: stop and remove the cluster's containers (and its TensorBoards) everywhere; `--purge` also
+removes the cluster's folder on each host, but only a folder that carries tfcompose's marker
+(push.MARKER_FILE)."""
 from __future__ import annotations
 
 from typing import Optional
@@ -37,12 +38,15 @@ def purge(host: Host, conn) -> None:
 
 def down_host(host: Host, conn, cluster: str, with_purge: bool) -> str:
     removed = remove_containers(host, conn, cluster)
+    # A `tfcompose tensorboard` still serving this cluster ends with it (its keeper sees it gone).
+    boards = conn.run(dc.remove_tensorboards(cluster, host.name)).stdout.strip()
     conn.run(dc.remove_project_networks(cluster))
     # An `up` cut off mid-relay (killed, power cut) can leave its temporary keys: they go now.
     relay.revoke(conn, host, cluster)
     if with_purge:
         purge(host, conn)
-    return f"removed {removed} container(s)" + (f", purged {host.bundle_dir}" if with_purge else "")
+    return (f"removed {removed} container(s)" + (f" and {boards} TensorBoard" if boards.isdigit() and boards != "0" else "")
+            + (f", purged {host.bundle_dir}" if with_purge else ""))
 
 
 def down(cluster: Cluster, with_purge: bool = False, reporter=None, parallel: Optional[int] = None) -> GroupResult[str]:

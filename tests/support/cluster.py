@@ -15,10 +15,12 @@ TRAIN = {"dataset": {"kind": "synthetic", "image_size": [32, 32], "per_class": 3
 
 
 def labelled(cluster: str, engine: str | None = None) -> list[str]:
-    """Containers and networks labelled with the cluster on this machine's engine (or another)."""
+    """Containers (the cluster's and its TensorBoards) and networks labelled with the cluster on
+    this machine's engine (or another)."""
     env = {**os.environ, **({"DOCKER_HOST": engine} if engine else {})}
-    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=tfcompose.cluster={cluster}"],
-                         capture_output=True, text=True, env=env).stdout.split()
+    out = [cid for label in ("tfcompose.cluster", "tfcompose.tensorboard")
+           for cid in subprocess.run(["docker", "ps", "-aq", "--filter", f"label={label}={cluster}"],
+                                     capture_output=True, text=True, env=env).stdout.split()]
     nets = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"label=com.docker.compose.project={cluster}"],
                           capture_output=True, text=True, env=env).stdout.split()
     return out + nets

@@ -13,7 +13,9 @@ HOSTILE = ["a b", "$(touch /tmp/pwned)", "`id`", "x;rm -rf /", "'\"", "-rf", "x\
 @pytest.mark.parametrize("value", HOSTILE)
 def test_values_never_enter_the_script_text(value):
     for cmd in (dc.inspect_cluster_containers(value, value), dc.remove_cluster_containers(value, value),
-                dc.remove_project_networks(value), dc.container_logs(value), dc.host_probe(value, value, 1, value, value)):
+                dc.remove_project_networks(value), dc.container_logs(value), dc.host_probe(value, value, 1, value, value),
+                dc.tensorboard_keeper(value, value, value, value, value, value, 1, 1),
+                dc.remove_tensorboards(value, value, value)):
         assert cmd[:2] == ["sh", "-c"] and value not in cmd[2]
         assert shlex.split(quote_command(cmd)) == [str(c) for c in cmd]  # the host's shell sees the same argv
 
