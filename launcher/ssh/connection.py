@@ -120,7 +120,7 @@ class Connection:
             if self._own_jumps else jumps
         self._client: Optional[paramiko.SSHClient] = None
         self._sftp: Optional[paramiko.SFTPClient] = None
-        self._stream: Optional[proxy.Stream] = None
+        self._carrier: Optional[proxy.Stream] = None
         self.bytes_sent = 0
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -131,10 +131,10 @@ class Connection:
         self.close()
 
     def close(self) -> None:
-        for closable in (self._sftp, self._client, self._stream):
+        for closable in (self._sftp, self._client, self._carrier):
             if closable is not None:
                 closable.close()
-        self._sftp = self._client = self._stream = None
+        self._sftp = self._client = self._carrier = None
         if self._own_jumps:
             self.jumps.close()
 
@@ -190,7 +190,7 @@ class Connection:
             stream.close()
             raise
         transport.set_keepalive(KEEPALIVE_S)
-        self._stream = stream
+        self._carrier = stream          # what the session runs over: ended with it
         return client
 
     def _open_stream(self) -> proxy.Stream:
