@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Optional, Protocol
 
 from launcher.inventory.model import Bastion
-from launcher.inventory.schema import HOSTNAME_RE, JUMP as SYNTAX
+from launcher.inventory.schema import HOSTNAME_RE
 
 MAX_HOPS = 8
 NONE = "none"          # in proxy_jump (or ProxyJump): connect directly

@@ -194,7 +194,8 @@ class Bastions:
         try:
             return private_key(bastion)
         except KeyFileError as exc:
-            raise HopFailed(KeyFileError, lambda n: f"{where(n)}: {exc.reason}") from None
+            reason = exc.reason         # kept: `exc` is gone once the except block ends
+            raise HopFailed(KeyFileError, lambda n: f"{where(n)}: {reason}") from None
 
     def _attempts(self, host: Host, step: Callable[[], T], failed: Callable[[BaseException], HopFailed]) -> T:
         """`step`, tried again (with backoff) on what may pass; HopFailed once it will not."""

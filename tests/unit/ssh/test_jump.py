@@ -10,7 +10,7 @@ import time
 import paramiko
 import pytest
 
-from launcher.errors import CalledOff, ConnectError
+from launcher.errors import CalledOff, ConnectError, ExitCode, KeyFileError
 from launcher.inventory.model import Bastion
 from launcher.ssh.jump import Bastions, channel_why, keyscan_via
 from support.builders import host
@@ -22,10 +22,12 @@ def gate(port: int) -> Bastion:
 
 
 class Listener:
-    """A TCP server that takes connections and then closes each at once (`close`) or never says a word."""
+    """A TCP server that takes connections and then closes each at once (`close`), or says `banner`
+    and no more."""
 
-    def __init__(self, close: bool):
+    def __init__(self, close: bool, banner: bytes = b""):
         self.server, self.close, self.taken, self.held = socket.create_server(("127.0.0.1", 0)), close, 0, []
+        self.banner = banner
         self.port = self.server.getsockname()[1]
         threading.Thread(target=self._serve, daemon=True).start()
 
@@ -36,6 +38,7 @@ class Listener:
             except OSError:
                 return
             self.taken += 1
+            conn.sendall(self.banner)
             conn.close() if self.close else self.held.append(conn)
 
     def stop(self) -> None:
@@ -99,6 +102,21 @@ def test_a_silent_bastion_is_bounded_by_the_connect_timeout_and_a_host_waiting_f
     assert outcome["h1"][:2] == ("ConnectError", f"h1: bastion jump@127.0.0.1:{listener.port} (hop 1 of 2): no SSH "
                                  f"banner within 2 s (is an SSH server listening on port {listener.port}?)")
     assert outcome["h1"][2] < 4.0
+
+
+def test_a_bastion_key_file_that_is_no_key_is_named_with_its_hop_and_is_yours_to_fix(tmp_path):
+    listener = Listener(close=False, banner=b"SSH-2.0-OpenSSH_9.2\r\n")
+    (tmp_path / "id_gate").write_text("not a key\n")
+    bastion = Bastion("gate", "127.0.0.1", "jump", listener.port, identity_file=tmp_path / "id_gate")
+    try:
+        with Bastions(tmp_path / "known_hosts", retries=0) as jumps:
+            with pytest.raises(KeyFileError) as err:
+                jumps.reach(host("h1", jumps=(bastion,)))
+    finally:
+        listener.stop()
+    assert str(err.value).startswith(f"h1: bastion jump@127.0.0.1:{listener.port} (hop 1 of 2): identity_file "
+                                     f"{tmp_path}/id_gate: not a private key")
+    assert err.value.exit_code == ExitCode.BAD_INPUT
 
 
 @pytest.mark.parametrize("exc, words", [
