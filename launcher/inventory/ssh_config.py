@@ -14,7 +14,7 @@ from typing import Optional
 
 from launcher.errors import InventoryError
 from launcher.inventory import jumps
-from launcher.inventory.schema import HOSTNAME_RE, USER_RE
+from launcher.inventory.schema import HOSTNAME_RE, JUMP, USER_RE
 
 MAX_BYTES = 1 << 20
 
@@ -96,7 +96,7 @@ def _proxies(where: str, found: dict) -> tuple[Optional[str], Optional[str]]:
         try:
             jumps.parse(jump)
         except ValueError as exc:
-            raise InventoryError(f"{where}: ProxyJump: Received {jump!r} ({exc}). Expected {jumps.SYNTAX}.") from None
+            raise InventoryError(f"{where}: ProxyJump: Received {jump!r} ({exc}). Expected {JUMP}.") from None
     if command is not None and (len(command) > 4096 or not command.isprintable()):
         raise InventoryError(f"{where}: ProxyCommand: Received {command[:60]!r}…. Expected a command of at most "
                              "4096 printable characters.")
