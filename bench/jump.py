@@ -4,6 +4,7 @@ on this machine), both loopback sshd processes (tests/support/sshd.py), interlea
 connection (the bastion's login included), a short command's round trip, and a 256 MiB upload."""
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import tempfile
@@ -45,6 +46,7 @@ def once(cluster) -> tuple[float, float, float]:
 def main(repeats: int = 5) -> None:
     from launcher.inventory.load import load_cluster
     figures: dict[str, list[tuple[float, float, float]]] = {"direct": [], "through one bastion": []}
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="tfc-jump-") as tmp:
         farm = SshdFarm(Path(tmp))
         try:
@@ -67,7 +69,8 @@ def main(repeats: int = 5) -> None:
     write_section("jump", f"""
 ## B10 Through a bastion: connecting, a command, an upload
 
-{machine()}; {repeats} repetitions, interleaved (`python bench/jump.py`). One loopback sshd host,
+{machine()}; {repeats} repetitions, interleaved (`python bench/jump.py`); load average
+{load_before:.1f} before, {os.getloadavg()[0]:.1f} after (the machine is shared). One loopback sshd host,
 reached directly or through a loopback sshd bastion (`ssh.proxy_jump`): the host's session runs
 in a channel of the bastion's, so this machine encrypts every byte twice and the bastion's sshd
 decrypts and encrypts it once more, all on the same 2 cores; over a real network the bastion is
