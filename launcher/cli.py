@@ -46,8 +46,12 @@ def validate(inventory_path: Path = InventoryOpt) -> None:
     cluster = _load(inventory_path)
     rows = [[f"{h.index}{' (chief)' if h.chief else ''}", h.name, f"{h.ssh_user}@{h.address}:{h.ssh_port}",
              h.tf_address, expect_gpus(h.gpus), h.bundle_dir] for h in cluster.hosts]
-    out.print(table(f"cluster {cluster.name}: {len(cluster.hosts)} host(s), image {cluster.spec.image}",
-                    ["task", "host", "ssh", "TF address", "gpus", "workdir"], rows))
+    columns = ["task", "host", "ssh", "TF address", "gpus", "workdir"]
+    if any(h.jumps or h.proxy_command for h in cluster.hosts):      # how SSH gets there, first hop first
+        columns.insert(3, "via")
+        for row, h in zip(rows, cluster.hosts):
+            row.insert(3, " → ".join(b.target for b in h.jumps) or ("ProxyCommand" if h.proxy_command else "direct"))
+    out.print(table(f"cluster {cluster.name}: {len(cluster.hosts)} host(s), image {cluster.spec.image}", columns, rows))
     _say(f"{inventory_path}: valid")
 
 

@@ -90,12 +90,15 @@ def complete(plan: Plan, nics: dict[str, str], gpu_overrides: dict[str, Any], im
 
 
 # How the image reaches the hosts does not change what they run: no new containers for it.
-NOT_IN_RUN_ID = {"image_relay"}
+# How the launcher reaches the hosts (and ships to them) is not what they run: the same run, however reached.
+NOT_IN_RUN_ID = {"image_relay": True, "ssh": {"proxy_jump"}, "hosts": {"__all__": {"proxy_jump"}}}
+HOST_NOT_IN_RUN_ID = ("jumps", "proxy_command")       # left out, so an id made before they existed holds
 
 
 def run_id(cluster: Cluster, code: str, **contents: str) -> str:
     doc = {"spec": cluster.spec.model_dump(mode="json", exclude=NOT_IN_RUN_ID), "code": code,
-           "hosts": [vars(h) | {"identity_file": None} for h in cluster.hosts]}
+           "hosts": [{k: v for k, v in vars(h).items() if k not in HOST_NOT_IN_RUN_ID} | {"identity_file": None}
+                     for h in cluster.hosts]}
     doc.update({k: v for k, v in contents.items() if v})
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:12]
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 import getpass
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from launcher.errors import InventoryError
-from launcher.inventory import checks
+from launcher.inventory import checks, jumps
 from launcher.inventory.model import Cluster, Host
-from launcher.inventory.schema import Inventory
+from launcher.inventory.schema import JUMP, Inventory
 from launcher.inventory.ssh_config import SshConfig
 from trainer import yamlfile
 from trainer.validation import Problem, validate
@@ -41,8 +42,8 @@ def load_cluster(path: str | os.PathLike, environ: dict[str, str] | None = None)
         spec = validate(Inventory, data, str(path), locate=doc.locate, error=InventoryError)
     except InventoryError as exc:
         raise InventoryError(_by_position(lines + exc.lines)) from None
-    cluster = _resolve(path, spec, environ)
-    lines += [p.line(doc.locate(p.loc)) for p in checks.cross_checks(cluster)]
+    cluster, found = _resolve(path, spec, environ)
+    lines += [p.line(doc.locate(p.loc)) for p in found + checks.cross_checks(cluster)]
     if lines:
         raise InventoryError(_by_position(lines))
     return cluster
@@ -81,18 +82,19 @@ def _local_path(value: str, base: Path) -> Path:
     return path if path.is_absolute() else (base / path).resolve()
 
 
-def _resolve(path: Path, spec: Inventory, environ: dict[str, str]) -> Cluster:
+def _resolve(path: Path, spec: Inventory, environ: dict[str, str]) -> tuple[Cluster, list[Problem]]:
+    """Every host resolved; and what is wrong with the ways to them (jump chains that loop)."""
     base, d = path.resolve().parent, spec.defaults
     ssh_cfg = SshConfig(_local_path(spec.ssh.config_file, base))
     ordered = sorted(enumerate(spec.hosts), key=lambda ih: not _is_chief(spec, ih[0]))
     explicit_ssh = spec.ssh.model_fields_set
-    hosts = []
+    hosts, problems = [], []
     for index, (pos, entry) in enumerate(ordered):
         alias = ssh_cfg.lookup(entry.address)
         identity = entry.identity_file or (spec.ssh.identity_file if "identity_file" in explicit_ssh else None) \
             or alias.identity_file
         workdir = (entry.workdir or d.workdir).rstrip("/") or "/"
-        hosts.append(Host(
+        host = Host(
             name=entry.name, address=alias.hostname or entry.address,
             ssh_user=entry.ssh_user or spec.ssh.user or alias.user or _local_user(environ),
             ssh_port=entry.ssh_port or (spec.ssh.port if "port" in explicit_ssh else None) or alias.port or spec.ssh.port,
@@ -100,10 +102,45 @@ def _resolve(path: Path, spec: Inventory, environ: dict[str, str]) -> Cluster:
             tf_port=entry.tf_port or d.tf_port, workdir=workdir,
             gpus=entry.gpus if entry.gpus is not None else d.gpus,
             data_dir=entry.data_dir or d.data_dir, nic=entry.nic or d.nic, shm_size=entry.shm_size or d.shm_size,
-            chief=index == 0, index=index, bundle_dir=f"{workdir.rstrip('/')}/{spec.cluster}"))
-    return Cluster(path, spec, tuple(hosts), folder=base, known_hosts=_local_path(spec.ssh.known_hosts, base),
-                   dataset_source=_local_path(spec.dataset_source, base) if spec.dataset_source else None,
-                   code_dir=_local_path(spec.run.code_dir, base) if spec.run else None)
+            chief=index == 0, index=index, bundle_dir=f"{workdir.rstrip('/')}/{spec.cluster}")
+        host, found = _way_in(host, pos, entry, alias, spec, ssh_cfg, lambda v: _local_path(v, base), environ)
+        hosts.append(host)
+        problems += found
+    return (Cluster(path, spec, tuple(hosts), folder=base, known_hosts=_local_path(spec.ssh.known_hosts, base),
+                    dataset_source=_local_path(spec.dataset_source, base) if spec.dataset_source else None,
+                    code_dir=_local_path(spec.run.code_dir, base) if spec.run else None), problems)
+
+
+def _way_in(host: Host, pos: int, entry, alias, spec: Inventory, ssh_cfg: SshConfig, path_of,
+            environ: dict[str, str]) -> tuple[Host, list[Problem]]:
+    """The host with the bastions (or the ProxyCommand) SSH reaches it through: its own
+    proxy_jump, else ssh.proxy_jump, else the ssh config's ProxyJump or ProxyCommand for it."""
+    if entry.proxy_jump is not None or spec.ssh.proxy_jump is not None:
+        text = entry.proxy_jump if entry.proxy_jump is not None else spec.ssh.proxy_jump
+        loc = ("hosts", pos, "proxy_jump") if entry.proxy_jump is not None else ("ssh", "proxy_jump")
+        said, lines = f"Received {text!r}", f"the ProxyJump lines of {ssh_cfg.path}"
+    elif alias.proxy_jump is not None:
+        text, loc = alias.proxy_jump, ("hosts", pos, "address")
+        said, lines = f"Received {entry.address!r}, whose ProxyJump in {ssh_cfg.path} is {text!r}", "the ProxyJump lines there"
+    else:
+        return replace(host, proxy_command=alias.proxy_command), []
+    identity = spec.ssh.identity_file if "identity_file" in spec.ssh.model_fields_set else None
+    try:
+        bastions = jumps.resolve(text, ssh_cfg.lookup, _local_user(environ), identity, path_of)
+    except jumps.Loop as exc:
+        return host, [Problem(loc, f"{said}, but {lines} go round in a circle ({exc})", "a chain of jump hosts that ends")]
+    except ValueError as exc:
+        return host, [Problem(loc, f"{said} ({exc})", JUMP)]
+    why = jumps.loop(host.name, host.address, host.ssh_port, bastions)
+    if why:
+        return host, [Problem(loc, f"{said}, but {why}", "a chain of jump hosts that never comes back to a hop "
+                              "or to the host itself")]
+    own = path_of(identity) if identity else None     # a missing ssh.identity_file is reported as such
+    missing = [b for b in bastions if b.identity_file not in (None, own) and not b.identity_file.is_file()]
+    return replace(host, jumps=bastions), [
+        Problem(loc, f"{said}; its bastion {b.name}'s key {str(b.identity_file)!r} does not exist",
+                "an existing private key file (the ssh config's IdentityFile for it, else ssh.identity_file)")
+        for b in missing[:1]]
 
 
 def _is_chief(spec: Inventory, pos: int) -> bool:

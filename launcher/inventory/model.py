@@ -12,6 +12,24 @@ from launcher.inventory.schema import Inventory
 
 
 @dataclass(frozen=True)
+class Bastion:
+    """A jump host on the way to a host (ProxyJump), resolved like OpenSSH does: user and port
+    from `[user@]host[:port]`, else the ssh config's entry for that name, else defaults."""
+
+    name: str             # as written in proxy_jump or a ProxyJump line (a name, an address or a Host alias)
+    address: str
+    user: str
+    port: int
+    identity_file: Optional[Path] = None
+    proxy_command: Optional[str] = None   # the ssh config's ProxyCommand for it (the first hop only)
+
+    @property
+    def target(self) -> str:
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        return f"{self.user}@{host}:{self.port}"
+
+
+@dataclass(frozen=True)
 class Host:
     """One host with every setting resolved (inventory > ~/.ssh/config > defaults)."""
 
@@ -29,6 +47,8 @@ class Host:
     chief: bool
     index: int            # task index in TF_CONFIG (chief first)
     bundle_dir: str       # <workdir>/<cluster>: compose bundle, results, backups
+    jumps: tuple[Bastion, ...] = ()       # the bastions SSH goes through, first hop first
+    proxy_command: Optional[str] = None   # or the ssh config's ProxyCommand for it (never both)
 
     @property
     def tf_address(self) -> str:

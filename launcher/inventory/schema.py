@@ -62,6 +62,15 @@ def _each_gpu_once(ids: list[int]) -> list[int]:
     return ids
 
 
+def _jump_chain(text: str) -> str:
+    from launcher.inventory import jumps   # here: jumps.py reads this module's patterns
+    jumps.parse(text)
+    return text
+
+
+JumpChain = Annotated[str, StringConstraints(min_length=1, max_length=1024), AfterValidator(_jump_chain)]
+
+
 GpuList = Annotated[List[Annotated[StrictIntT, Field(ge=0, le=1023)]], Field(min_length=1, max_length=64),
                     AfterValidator(_each_gpu_once)]
 Gpus = Union[Literal["all"], Annotated[StrictIntT, Field(ge=0, le=1024)], GpuList]
@@ -73,6 +82,8 @@ WORKDIR_OWN = WORKDIR[:-1] + "; not a system folder such as /, /home or /usr)"
 NIC = "a network interface name or NCCL filter such as eth0, =eth0 or ^docker,lo"
 SHM = "a size such as 2g or 512m, or 'host' (ipc: host)"
 USER = "a user name of lowercase letters, digits, _ and -"
+JUMP = ("a jump host as [user@]host[:port], a comma-separated chain of them (first hop first), "
+        "or none to connect directly")
 
 
 class SSHSettings(_Strict):
@@ -86,8 +97,12 @@ class SSHSettings(_Strict):
     host_key_policy: Literal["strict", "accept-new"] = field("strict", expected="'strict' or 'accept-new'")
     # Where host keys are checked (and, with accept-new, recorded).
     known_hosts: LocalPath = field("~/.ssh/known_hosts", expected="a path to a known_hosts file")
-    # OpenSSH client config consulted for Host aliases (HostName, User, Port, IdentityFile).
+    # OpenSSH client config consulted for Host aliases (HostName, User, Port, IdentityFile,
+    # ProxyJump, ProxyCommand).
     config_file: LocalPath = field("~/.ssh/config", expected="a path to an ssh_config file")
+    # The bastion (jump host) SSH reaches every host through, as OpenSSH's ProxyJump: [user@]host[:port],
+    # a chain as bastion1,bastion2; default: the ssh config's ProxyJump or ProxyCommand for the host.
+    proxy_jump: Optional[JumpChain] = field(None, expected=JUMP)
     # Seconds to wait for a host to answer.
     connect_timeout_s: float = field(10.0, expected="a number of seconds 1–300", ge=1, le=300)
     # Seconds any one remote command may take (a wedged dockerd is reported, not waited on forever).
@@ -121,6 +136,8 @@ class HostEntry(_Strict):
     ssh_user: Optional[str] = field(None, expected=USER, pattern=USER_RE)
     ssh_port: Optional[Port] = field(None, expected=PORT)
     identity_file: Optional[LocalPath] = field(None, expected="a path to a private key file")
+    # This host's bastion(s), instead of ssh.proxy_jump; none: this host is reached directly.
+    proxy_jump: Optional[JumpChain] = field(None, expected=JUMP)
     tf_port: Optional[Port] = field(None, expected=PORT)
     workdir: Optional[WorkDir] = field(None, expected=WORKDIR_OWN)
     gpus: Optional[Gpus] = field(None, expected=GPUS)

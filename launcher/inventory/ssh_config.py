@@ -1,4 +1,5 @@
-"""What ~/.ssh/config says of a host alias (HostName, User, Port, IdentityFile), read safely.
+"""What ~/.ssh/config says of a host alias (HostName, User, Port, IdentityFile, ProxyJump,
+ProxyCommand), read safely.
 
 Validating an inventory contacts nothing and runs nothing: `Match exec` blocks (which would run
 a command while the file is read) are left out, and what the file says is checked like the
@@ -12,7 +13,8 @@ from pathlib import Path
 from typing import Optional
 
 from launcher.errors import InventoryError
-from launcher.inventory.schema import HOSTNAME_RE, USER_RE
+from launcher.inventory import jumps
+from launcher.inventory.schema import HOSTNAME_RE, JUMP, USER_RE
 
 MAX_BYTES = 1 << 20
 
@@ -23,6 +25,8 @@ class Alias:
     user: Optional[str] = None
     port: Optional[int] = None
     identity_file: Optional[str] = None
+    proxy_jump: Optional[str] = None      # as written (jumps.py reads it); `none` included
+    proxy_command: Optional[str] = None   # run by the launcher (ssh/proxy.py) to reach this name
 
 
 class SshConfig:
@@ -81,7 +85,25 @@ def _checked(path: Path, name: str, found: dict) -> Alias:
     if port is not None and not (str(port).isdigit() and 1 <= int(port) <= 65535):
         raise InventoryError(f"{where}: Port: Received {port!r}. Expected an integer 1–65535.")
     identity = next(iter(found.get("identityfile", [])), None)
-    return Alias(hostname, user, int(port) if port is not None else None, identity)
+    jump, command = _proxies(where, found)
+    return Alias(hostname, user, int(port) if port is not None else None, identity, jump, command)
+
+
+def _proxies(where: str, found: dict) -> tuple[Optional[str], Optional[str]]:
+    """ProxyJump (checked like the inventory's proxy_jump) and ProxyCommand; never both."""
+    jump, command = found.get("proxyjump"), found.get("proxycommand")
+    if jump is not None:
+        try:
+            jumps.parse(jump)
+        except ValueError as exc:
+            raise InventoryError(f"{where}: ProxyJump: Received {jump!r} ({exc}). Expected {JUMP}.") from None
+    if command is not None and (len(command) > 4096 or not command.isprintable()):
+        raise InventoryError(f"{where}: ProxyCommand: Received {command[:60]!r}…. Expected a command of at most "
+                             "4096 printable characters.")
+    if jump is not None and command is not None:
+        raise InventoryError(f"{where}: ProxyJump: Received {jump!r} and a ProxyCommand too. Expected one of them "
+                             "(OpenSSH takes whichever comes first in the file, which cannot be told here).")
+    return jump, command
 
 
 def _is_address(value: str) -> bool:

@@ -24,11 +24,18 @@ def why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
+def route(h) -> str:
+    """How the host is reached, when not directly: said after its address in every message."""
+    if h.jumps:
+        return f" (through bastion {h.jumps[-1].target})"
+    return " (through its ProxyCommand)" if h.proxy_command else ""
+
+
 def explain(h, exc: BaseException, known_hosts) -> RemoteError:
     """The error to show for a connection that failed (h: the Host)."""
-    target = f"{h.ssh_user}@{h.address}:{h.ssh_port}"
+    target = f"{h.ssh_user}@{h.address}:{h.ssh_port}{route(h)}"
     if isinstance(exc, paramiko.BadHostKeyException):
-        return host_keys.changed(h, exc, known_hosts)
+        return host_keys.changed(h.name, h.address, h.ssh_port, exc, known_hosts)
     if isinstance(exc, paramiko.PasswordRequiredException):
         return ConnectError(h.name, reason=f"ssh {target}: the private key is encrypted; "
                                            f"give its passphrase in the environment variable {PASSPHRASE_ENV}")

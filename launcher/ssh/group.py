@@ -1,5 +1,6 @@
-"""The cluster's hosts for the length of a command: one lazily opened Connection per host, and
-`run`/`staged` to call a step on every host at once (through fanout.py)."""
+"""The cluster's hosts for the length of a command: one lazily opened Connection per host (and
+one session per bastion, shared by the hosts behind it: jump.py), and `run`/`staged` to call a
+step on every host at once (through fanout.py)."""
 from __future__ import annotations
 
 import threading
@@ -10,6 +11,7 @@ from launcher.inventory.model import Cluster, Host
 from launcher.reporter import NullReporter, Reporter
 from launcher.ssh.connection import Connection
 from launcher.ssh.fanout import GroupResult, fan_out
+from launcher.ssh.jump import Bastions
 
 T = TypeVar("T")
 
@@ -21,7 +23,12 @@ class Group:
         self.cluster, self.reporter, self.parallel = cluster, reporter or NullReporter(), parallel
         self.cancel = threading.Event()      # set while an interrupted run calls its hosts' work off
         self._stack = ExitStack()
-        self._conns = {h.name: self._stack.enter_context(connect(cluster, h, self.cancel)) for h in cluster.hosts}
+        ssh = cluster.spec.ssh
+        # Entered first, so closed last: the hosts' sessions run inside the bastions'.
+        self.jumps = self._stack.enter_context(Bastions(cluster.known_hosts, ssh.host_key_policy, ssh.connect_timeout_s,
+                                                        cancel=self.cancel))
+        self._conns = {h.name: self._stack.enter_context(connect(cluster, h, self.cancel, self.jumps))
+                       for h in cluster.hosts}
 
     def __enter__(self) -> "Group":
         return self
@@ -45,8 +52,10 @@ class Group:
         return self.run(step, one, hosts).raise_if_failed()
 
 
-def connect(cluster: Cluster, host: Host, cancel: Optional[threading.Event] = None) -> Connection:
-    """A Connection to one host with the inventory's SSH settings (opened on first use)."""
+def connect(cluster: Cluster, host: Host, cancel: Optional[threading.Event] = None,
+            jumps: Optional[Bastions] = None) -> Connection:
+    """A Connection to one host with the inventory's SSH settings (opened on first use); through
+    `jumps`' bastions, else bastions of its own."""
     ssh = cluster.spec.ssh
     return Connection(host, cluster.known_hosts, ssh.host_key_policy, ssh.connect_timeout_s,
-                      command_timeout=ssh.command_timeout_s, cancel=cancel)
+                      command_timeout=ssh.command_timeout_s, cancel=cancel, jumps=jumps)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Optional
 
 import paramiko
 
@@ -38,12 +39,14 @@ class KnownHosts:
                 _add(keys, line)
         return cls(path, keys, revoked)
 
-    def install(self, client: paramiko.SSHClient, policy: str, port: int) -> None:
+    def install(self, client: paramiko.SSHClient, policy: str, port: int, via: Optional[str] = None) -> None:
+        """The keys and the policy for a client; `via`: the ssh command that runs a command on the
+        bastion before the server (its key can be scanned only from there)."""
         for name, entries in self.keys.items():
             for keytype, key in entries.items():
                 client.get_host_keys().add(name, keytype, key)
         client.set_missing_host_key_policy(
-            AcceptNewPolicy(self.path) if policy == "accept-new" else StrictPolicy(self.path, port))
+            AcceptNewPolicy(self.path) if policy == "accept-new" else StrictPolicy(self.path, port, via))
 
     def refuse_revoked(self, host: str, key: paramiko.PKey) -> None:
         if key.get_base64() in self.revoked:
@@ -61,9 +64,9 @@ def _add(keys: paramiko.HostKeys, line: str) -> None:
             keys.add(name, entry.key.get_name(), entry.key)
 
 
-def changed(host, exc: paramiko.BadHostKeyException, known_hosts: Path) -> HostKeyError:
-    name = known_hosts_name(host.address, host.ssh_port)
-    return HostKeyError(host.name, reason=(
+def changed(host: str, address: str, port: int, exc: paramiko.BadHostKeyException, known_hosts: Path) -> HostKeyError:
+    name = known_hosts_name(address, port)
+    return HostKeyError(host, reason=(
         f"host key for {name} CHANGED (now {exc.key.fingerprint}, known_hosts has "
         f"{exc.expected_key.fingerprint}); refused: this could be a man-in-the-middle. If the host was "
         f"reinstalled, remove the old key with: ssh-keygen -R '{name}' -f {known_hosts}"))
@@ -76,12 +79,13 @@ def known_hosts_name(address: str, port: int) -> str:
 class StrictPolicy(paramiko.MissingHostKeyPolicy):
     """Refuse unknown keys, telling the user how to check and record one."""
 
-    def __init__(self, known_hosts: Path, port: int):
-        self.known_hosts, self.port = known_hosts, port
+    def __init__(self, known_hosts: Path, port: int, via: Optional[str] = None):
+        self.known_hosts, self.port, self.via = known_hosts, port, via
 
     def missing_host_key(self, client, hostname, key):
         host = hostname.split("]")[0].lstrip("[") if hostname.startswith("[") else hostname
         scan = f"ssh-keyscan -p {self.port} {host}" if self.port != 22 else f"ssh-keyscan {host}"
+        scan = f"{self.via} {scan}" if self.via else scan   # behind a bastion: scanned from there
         raise HostKeyError(hostname, reason=(
             f"host key {key.get_name()} {key.fingerprint} is not in {self.known_hosts}; refused "
             f"(ssh.host_key_policy: strict). Check the fingerprint on the host "

@@ -195,6 +195,17 @@ def inventory_cases() -> list[Case]:
         validate("ssh-config-match-exec", inventory(hosts=with_host(0, address="box")), "valid", exit=(0,),
                  ssh_config="Match exec \"touch ./pwned-by-match-exec\"\n  User x\nHost box\n  HostName 10.0.0.9\n"),
         validate("ssh-config-include", inventory(), "valid", exit=(0,), ssh_config="Include /etc/passwd\n"),
+        # Jump hosts (#31): nothing in a jump chain reaches a command line, a loop ends, a ProxyCommand
+        # runs only when a host is contacted (validate would leave the marker file behind).
+        validate("proxy-jump-option", inventory(ssh={**BASE["ssh"], "proxy_jump": "-oProxyCommand=touch x"}),
+                 "ssh.proxy_jump"),
+        validate("proxy-jump-itself", inventory(hosts=with_host(0, proxy_jump="10.0.0.1")), "its own bastion"),
+        validate("ssh-config-proxyjump-injection", inventory(hosts=with_host(0, address="box")), "ProxyJump",
+                 ssh_config="Host box\n  ProxyJump gate;id\n"),
+        validate("ssh-config-proxyjump-loop", inventory(hosts=with_host(0, address="box")), "go round in a circle",
+                 ssh_config="Host box gate\n  ProxyJump gate\n"),
+        validate("ssh-config-proxycommand-not-run", inventory(hosts=with_host(0, address="box")), "valid", exit=(0,),
+                 ssh_config="Host box\n  HostName 10.0.0.9\n  ProxyCommand touch ./pwned-by-proxycommand\n"),
         validate("dollar-escape", inventory(run={**RUN, "env": {"T": "a$$b"}}), "valid", exit=(0,), **CODE),
         validate("dataset-source-missing", inventory(dataset_source="./nowhere", defaults={"data_dir": "/data"}),
                  "dataset_source: Received"),

@@ -13,6 +13,10 @@ propagation delay: `latency` is tbf's bound on queueing delay.
 `local_first=True` makes host 0 this machine itself (root namespace, the main Docker engine, sshd
 on the bridge address): a host that already holds every image without loading 3 GB first.
 
+`bastions=N` adds N jump hosts (`j0`, …): namespaces on the same bridge running sshd alone, no
+engine; `only_through(bastion)` then makes every host's firewall drop SSH from this machine and
+accept it from the bastion, as a lab behind a jump host (tests/integration/test_jump_lab.py).
+
 `name_hosts=True` gives every engine a mount namespace of its own whose /etc/hosts names every
 host, so `--network host` containers resolve the hosts' names (tests/support/slurm.py needs it:
 Slurm gives tasks their peers by name).
@@ -84,6 +88,7 @@ class Lab:
     root_dir: Path = ROOT
     subnet: str = SUBNET
     hosts: list[LabHost] = field(default_factory=list)
+    bastions: list[LabHost] = field(default_factory=list)
     user: str = field(default_factory=getpass.getuser)
     prefix: str = "tf"            # starts every namespace, link and bridge name
     name_hosts: bool = False      # containers on every engine resolve the hosts' names (<root>/hosts)
@@ -102,18 +107,21 @@ class Lab:
         return Lan(self.tag, self.subnet, prefix=self.prefix)
 
     def up(self, n: int, rate: str | None = None, latency: str = "20ms", local_first: bool = False,
-           services: bool = True) -> "Lab":
-        """n hosts; services=False: the namespaces and links only (no sshd, no dockerd)."""
+           services: bool = True, bastions: int = 0) -> "Lab":
+        """n hosts (and `bastions` jump hosts after them); services=False: the namespaces and
+        links only (no sshd, no dockerd)."""
         self.down()
         self.root.mkdir(parents=True)
         keygen(self.user_key)
-        lan = self.lan.up(n - 1 if local_first else n)
+        lan = self.lan.up((n - 1 if local_first else n) + bastions)
         if local_first:
             # Port 2222: this machine may run an sshd of its own on port 22.
             self.hosts.append(LabHost("h0", f"{self.subnet}.1", self.root / "h0", None, port=2222))
-        offset = len(self.hosts)
+        offset, namespaces = len(self.hosts), lan.hosts[:len(lan.hosts) - bastions]
         self.hosts += [LabHost(f"h{i + offset}", lan.address(i), self.root / f"h{i + offset}", ns)
-                       for i, ns in enumerate(lan.hosts)]
+                       for i, ns in enumerate(namespaces)]
+        self.bastions = [LabHost(f"j{i}", lan.address(len(namespaces) + i), self.root / f"j{i}", ns)
+                         for i, ns in enumerate(lan.hosts[len(namespaces):])]
         if rate:
             self.shape(rate, latency)
         if self.name_hosts:
@@ -121,7 +129,22 @@ class Lab:
             (self.root / "hosts").write_text(Path("/etc/hosts").read_text() + f"# the lab {self.tag}\n" + lines)
         for host in self.hosts if services else []:
             self._start_host(host)
+        for bastion in self.bastions if services else []:
+            self._start_host(bastion, engine=False)
         return self
+
+    @property
+    def launcher_address(self) -> str:
+        """Where this machine's traffic to the hosts comes from (the bridge's address)."""
+        return f"{self.subnet}.1"
+
+    def only_through(self, bastion: LabHost) -> None:
+        """Every namespaced host's firewall accepts SSH from the bastion and drops it from this
+        machine (dropped, not refused: as a real firewall, a direct attempt waits, then fails)."""
+        for host in (h for h in self.hosts if h.ns):
+            for source, verdict in ((bastion.address, "ACCEPT"), (self.launcher_address, "DROP")):
+                ip("iptables", "-A", "INPUT", "-p", "tcp", "--dport", str(host.port), "-s", source, "-j", verdict,
+                   ns=host.ns)
 
     def shape(self, rate: str, latency: str = "20ms") -> None:
         """Every link at `rate`: the launcher's uplink, and each host's uplink and downlink."""
@@ -133,11 +156,11 @@ class Lab:
                 ip("tc", "qdisc", "replace", "dev", veth(lan, host.ns), "root", *tbf)
                 ip("tc", "qdisc", "replace", "dev", "eth0", "root", *tbf, ns=host.ns)
 
-    def _start_host(self, host: LabHost) -> None:
+    def _start_host(self, host: LabHost, engine: bool = True) -> None:
         host.workdir.mkdir(parents=True)
         (host.folder / "dot-ssh").mkdir(mode=0o700)
         host.authorized_keys.write_text(self.user_key.with_suffix(".pub").read_text())
-        if host.ns:
+        if host.ns and engine:
             self._start_engine(host)
         self._start_sshd(host)
 
@@ -202,14 +225,15 @@ class Lab:
         if save.wait() != 0 or any(load.wait() for load in loads):
             raise RuntimeError(f"loading {image} into the lab's engines failed: {outputs}")
 
-    def known_hosts(self) -> Path:
-        path = self.root / "known_hosts"
-        path.write_text("".join(h.known_hosts_line() for h in self.hosts))
+    def known_hosts(self, hosts: list[LabHost] | None = None, name: str = "known_hosts") -> Path:
+        """A known_hosts file with the keys of `hosts` (default: every host and bastion)."""
+        path = self.root / name
+        path.write_text("".join(h.known_hosts_line() for h in (self.hosts + self.bastions if hosts is None else hosts)))
         return path
 
     def down(self) -> None:
         """Remove everything this tag made; safe to call twice and after a crash."""
-        for pidfile in self.root.glob("h*/*.pid") if self.root.is_dir() else []:
+        for pidfile in self.root.glob("*/*.pid") if self.root.is_dir() else []:
             kill_pidfile(pidfile)
         self.lan.down()                      # kills what runs in the namespaces, then removes them
         leftovers = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
@@ -217,7 +241,7 @@ class Lab:
         for mount in sorted(leftovers, reverse=True):
             subprocess.run(["umount", "-l", mount], capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
-        self.hosts = []
+        self.hosts, self.bastions = [], []
 
 
 def enter(ns: str) -> list[str]:

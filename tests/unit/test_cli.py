@@ -15,3 +15,13 @@ def test_ctrl_c_says_interrupted_and_exits_130(capsys):
     err = capsys.readouterr().err
     assert code == 130
     assert err.startswith("tfcompose: interrupted") and "Traceback" not in err
+
+
+def test_validate_shows_each_hosts_way_in_when_any_goes_through_a_bastion(tmp_path, capsys):
+    (tmp_path / "inv.yaml").write_text("cluster: c\nssh: {user: u, proxy_jump: 'jump@10.9.0.1,ops@10.9.0.2:2200', "
+                                       "config_file: ./none}\nhosts:\n  - {name: a, address: 10.0.0.1}\n"
+                                       "  - {name: b, address: 10.0.0.2, proxy_jump: none}\n")
+    assert cli.main(["validate", "-i", str(tmp_path / "inv.yaml")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any("u@10.0.0.1:22" in line and "jump@10.9.0.1:22 → ops@10.9.0.2:2200" in line for line in lines), lines
+    assert any("u@10.0.0.2:22" in line and "direct" in line for line in lines), lines

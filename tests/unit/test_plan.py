@@ -30,3 +30,18 @@ def test_a_rebuilt_image_or_a_changed_dataset_source_is_a_new_run_and_nothing_el
            for image, data in (("sha256:a", ""), ("sha256:b", ""), ("sha256:a", "d1"), ("sha256:a", "d2"))}
     assert len(ids) == 4 and made.run_id not in ids
     assert plan_mod.complete(made, {}, {}, "sha256:a").run_id == plan_mod.complete(made, {}, {}, "sha256:a").run_id
+
+
+def test_reaching_the_hosts_through_a_bastion_is_the_same_run():
+    # Adding (or changing) a jump host must not restart a run that is training or make `collect`
+    # look for another one: how the launcher reaches the hosts is not what they run.
+    from dataclasses import replace
+    from launcher.inventory.model import Bastion
+    direct = cluster(2)
+    gate = Bastion("gate", "192.168.7.1", "jump", 22)
+    spec = direct.spec.model_copy(update={"ssh": direct.spec.ssh.model_copy(update={"proxy_jump": "jump@gate"}),
+                                          "hosts": [h.model_copy(update={"proxy_jump": "none"}) for h in direct.spec.hosts]})
+    jumped = Cluster(direct.path, spec, tuple(replace(h, jumps=(gate,), proxy_command="nc %h %p") for h in direct.hosts))
+    assert plan_mod.make(jumped).run_id == plan_mod.make(direct).run_id
+    assert plan_mod.make(replace(direct, hosts=(replace(direct.hosts[0], ssh_port=2200), *direct.hosts[1:]))).run_id \
+        != plan_mod.make(direct).run_id            # what reaches the hosts' files still counts

@@ -105,6 +105,55 @@ def test_inventory_wins_over_ssh_config(tmp_path):
     assert (a.ssh_user, a.ssh_port) == ("amy", 2000)
 
 
+def test_proxy_jump_for_every_host_per_host_or_none_and_each_bastion_completed_from_the_ssh_config(tmp_path):
+    (tmp_path / "id_gate").write_text("x")
+    (tmp_path / "ssh_config").write_text(f"Host gate\n  HostName 192.168.7.1\n  User jump\n  Port 2200\n"
+                                         f"  IdentityFile {tmp_path}/id_gate\n")
+    path = write(tmp_path, """
+cluster: c
+ssh: {user: amy, proxy_jump: gate, config_file: ./ssh_config}
+hosts:
+  - {name: a, address: 10.0.0.1}
+  - {name: b, address: 10.0.0.2, proxy_jump: "ops@gate,10.0.0.9:23"}
+  - {name: c, address: 10.0.0.3, proxy_jump: none}
+""")
+    a, b, c = load_cluster(path, environ={"USER": "me"}).hosts
+    assert [(j.target, j.identity_file) for j in a.jumps] == [("jump@192.168.7.1:2200", tmp_path / "id_gate")]
+    assert [j.target for j in b.jumps] == ["ops@192.168.7.1:2200", "me@10.0.0.9:23"]   # not ssh.user: a host's
+    assert c.jumps == () and (a.ssh_user, a.address) == ("amy", "10.0.0.1")
+
+
+def test_the_ssh_configs_proxyjump_and_proxycommand_unless_the_inventory_says_otherwise(tmp_path):
+    (tmp_path / "ssh_config").write_text("Host gpu-*\n  ProxyJump gate\nHost gpu-a\n  HostName 10.0.0.1\n"
+                                         "Host gpu-b\n  HostName 10.0.0.2\nHost gate\n  HostName 192.168.7.1\n"
+                                         "Host cloud\n  HostName 10.0.0.3\n  ProxyCommand nc -x socks:1080 %h %p\n")
+    path = write(tmp_path, """
+cluster: c
+ssh: {user: amy, config_file: ./ssh_config}
+hosts:
+  - {name: a, address: gpu-a}
+  - {name: b, address: gpu-b, proxy_jump: none}
+  - {name: c, address: cloud}
+  - {name: d, address: cloud, tf_port: 2223, proxy_jump: gate}
+""")
+    a, b, c, d = load_cluster(path, environ={"USER": "me"}).hosts
+    assert [j.target for j in a.jumps] == ["me@192.168.7.1:22"] and a.proxy_command is None
+    assert b.jumps == () and b.proxy_command is None
+    assert c.jumps == () and c.proxy_command == "nc -x socks:1080 10.0.0.3 22"    # tokens expanded
+    assert [j.name for j in d.jumps] == ["gate"] and d.proxy_command is None
+
+
+def test_a_missing_bastion_key_from_the_ssh_config_is_named(tmp_path):
+    (tmp_path / "ssh_config").write_text(f"Host gate\n  IdentityFile {tmp_path}/gone\n")
+    path = write(tmp_path, "cluster: c\nssh: {user: u, proxy_jump: gate, config_file: ./ssh_config}\n"
+                           "hosts:\n  - {name: a, address: 10.0.0.1}\n")
+    with pytest.raises(InventoryError) as err:
+        load_cluster(path)
+    assert err.value.lines == [f"{path}:2:16: ssh.proxy_jump: Received 'gate'; its bastion gate's key "
+                               f"'{tmp_path}/gone' does not exist. Expected an existing private key file (the ssh "
+                               "config's IdentityFile for it, else ssh.identity_file)."]
+
+
 def test_every_problem_is_reported_in_file_order(tmp_path):
     path = write(tmp_path, "cluster: C\nhosts:\n  - {name: a, address: 10.0.0.1, tf_port: 0}\n  - {name: a, address: 10.0.0.2, gpus: x}\n")
     with pytest.raises(InventoryError) as err:
