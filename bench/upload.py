@@ -25,6 +25,7 @@ def chunks(total_mib: int, size: int = 1 << 20):
 def main(repeats: int = 5) -> None:
     from launcher.inventory.load import load_cluster
     from launcher.ssh.connection import Connection
+    from launcher.ssh.group import Group
     now = Connection._send_all
     ways = {"paramiko `sendall` (before)": lambda self, channel, data, idle: channel.sendall(data), "`_send_all` (now)": now}
     rates: dict[str, list[float]] = {name: [] for name in ways}
@@ -34,7 +35,8 @@ def main(repeats: int = 5) -> None:
             host = farm.start("h1", *free_ports(2))
             farm.known_hosts()
             cluster = load_cluster(write_inventory(farm, Path(tmp) / "inv.yaml", "t", [host]))
-            with Connection.for_host(cluster, cluster.hosts[0]) as conn:
+            with Group(cluster) as group:
+                conn = group.conn(cluster.hosts[0])
                 for _ in range(repeats):
                     for name, send in ways.items():
                         Connection._send_all = send
