@@ -87,13 +87,19 @@ def complete(plan: Plan, nics: dict[str, str], gpu_overrides: dict[str, Any], im
                    run_id=run_id(plan.cluster, plan.code_hash, image=image_id, data=dataset_digest))
 
 
-# How the image reaches the hosts does not change what they run: no new containers for it.
+# How the image reaches the hosts, and where they keep their leases, does not change what they
+# run: no new containers for it.
 NOT_IN_RUN_ID = {"image_relay"}
+HOST_NOT_IN_RUN_ID = {"lease_dir"}
 
 
 def run_id(cluster: Cluster, code: str, **contents: str) -> str:
-    doc = {"spec": cluster.spec.model_dump(mode="json", exclude=NOT_IN_RUN_ID), "code": code,
-           "hosts": [vars(h) | {"identity_file": None} for h in cluster.hosts]}
+    hosts = [{k: v for k, v in vars(h).items() if k not in HOST_NOT_IN_RUN_ID} | {"identity_file": None}
+             for h in cluster.hosts]
+    spec = cluster.spec.model_dump(mode="json", exclude={**dict.fromkeys(NOT_IN_RUN_ID, True),
+                                                         "defaults": HOST_NOT_IN_RUN_ID})
+    spec["hosts"] = [{k: v for k, v in h.items() if k not in HOST_NOT_IN_RUN_ID} for h in spec["hosts"]]
+    doc = {"spec": spec, "code": code, "hosts": hosts}
     doc.update({k: v for k, v in contents.items() if v})
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:12]
 

@@ -100,7 +100,8 @@ def _resolve(path: Path, spec: Inventory, environ: dict[str, str]) -> Cluster:
             tf_port=entry.tf_port or d.tf_port, workdir=workdir,
             gpus=entry.gpus if entry.gpus is not None else d.gpus,
             data_dir=entry.data_dir or d.data_dir, nic=entry.nic or d.nic, shm_size=entry.shm_size or d.shm_size,
-            chief=index == 0, index=index, bundle_dir=f"{workdir.rstrip('/')}/{spec.cluster}"))
+            chief=index == 0, index=index, bundle_dir=f"{workdir.rstrip('/')}/{spec.cluster}",
+            lease_dir=(entry.lease_dir or d.lease_dir).rstrip("/")))
     return Cluster(path, spec, tuple(hosts), folder=base, known_hosts=_local_path(spec.ssh.known_hosts, base),
                    dataset_source=_local_path(spec.dataset_source, base) if spec.dataset_source else None,
                    code_dir=_local_path(spec.run.code_dir, base) if spec.run else None)

@@ -29,6 +29,7 @@ class Host:
     chief: bool
     index: int            # task index in TF_CONFIG (chief first)
     bundle_dir: str       # <workdir>/<cluster>: compose bundle, results, backups
+    lease_dir: str = "/var/tmp/tfcompose-leases"   # shared by every user of the host (leases.py)
 
     @property
     def tf_address(self) -> str:
