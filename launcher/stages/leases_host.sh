@@ -43,21 +43,25 @@ usable() {  # the folder is a real folder (not a link) this user can write in
   command -v flock >/dev/null 2>&1 || fail "flock (util-linux) is missing on this host"
 }
 
-entries() {  # every lease, ticket and tombstone, one line each, in name order
-  n=0
+entries() (  # every lease, ticket and tombstone, one line each, in name order
+  set --
   for f in "$dir"/*.lease "$dir"/*.ticket "$dir"/*.broken; do
     [ -f "$f" ] && [ ! -L "$f" ] || continue
     name=${f##*/}
     case $name in *[!A-Za-z0-9._-]*|.*) continue ;; esac
-    n=$((n + 1))
-    [ "$n" -le "$MAX_FILES" ] || break
-    # The owner's name in plain ASCII: these lines are compared byte for byte (`printed`).
-    printf 'entry %s %s ' "$name" "$(stat -c '%u %U' -- "$f" 2>/dev/null | tr -c '0-9A-Za-z_.@ \n-' '?' || echo '0 ?')"
-    # `timeout`: a file swapped for a FIFO after the test above must not hold the answer.
-    timeout 5 head -c 8192 -- "$f" 2>/dev/null | base64 | tr -d '\n'
+    [ "$#" -lt "$MAX_FILES" ] || break
+    set -- "$@" "$name"
+  done
+  [ "$#" -gt 0 ] && cd "$dir" || exit 0
+  # One `stat` for every owner; the names in plain ASCII: these lines are compared byte for byte
+  # (`printed`). A file swapped for a FIFO after the test above holds the answer until the
+  # command's own time limit (ssh.command_timeout_s) ends it.
+  stat -c '%n %u %U' -- "$@" 2>/dev/null | tr -c '0-9A-Za-z_.@ \n-' '?' | while read -r name uid owner; do
+    printf 'entry %s %s %s ' "$name" "$uid" "$owner"
+    head -c 8192 -- "$name" 2>/dev/null | base64 | tr -d '\n'
     echo
   done
-}
+)
 
 sessions() {  # each session alive (its launcher holds the lock) or dead
   n=0
