@@ -98,8 +98,12 @@ def new_key() -> str:
 
 
 # --- one host --------------------------------------------------------------------------------------
-def open_session(host: Host, conn) -> str:
-    """Make the lease folder if needed and hold a session there while the connection lives."""
+def open_session(host: Host, conn, reporter) -> str:
+    """Make the lease folder if needed and hold a session there while the connection lives. The
+    first contact with the host in `up`: SSH problems are reported as such."""
+    reporter.stage(host.name, "connect")
+    conn.client  # noqa: B018
+    reporter.stage(host.name, "lease")
     session = secrets.token_hex(8)
     conn.hold(host_command("session", host.lease_dir, session), ready="held")
     return session
@@ -187,7 +191,7 @@ def commit(group: Group, rounds: dict[str, Round]) -> bool:
 def take(group: Group, plan: Plan, queue: bool = False, break_stale: bool = False, poll_s: float = POLL_S) -> Held:
     """Every host's lease, or LeasesRefused naming who holds what (with `queue`: wait for them, in
     the order the waiters asked). Nothing is left behind on an error or Ctrl-C: no ticket, no lease."""
-    sessions = group.staged("lease", open_session).succeeded
+    sessions = group.run("lease", lambda h, c: open_session(h, c, group.reporter)).raise_if_failed().succeeded
     key, launcher, tickets = new_key(), launcher_name(), {}
     warned: set = set()
     try:
