@@ -321,7 +321,7 @@ MAX_LINES = 2048
 def parse_look(text: str) -> Folder:
     """`look`'s lines into a Folder; a line that is not one `look` prints is skipped."""
     folder = Folder()
-    for line in text.splitlines()[:MAX_LINES]:
+    for line in text.split("\n")[:MAX_LINES]:   # ASCII lines: no other line breaks to split on
         word, _, rest = line.partition(" ")
         if word == "dir" and rest == "absent":
             folder.exists = False

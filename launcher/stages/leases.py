@@ -55,7 +55,7 @@ from launcher.inventory.model import Host
 from launcher.plan import Plan
 from launcher.ssh.group import Group
 from launcher.stages import lease_files as files, lease_rules as rules
-from launcher.stages.lease_files import Folder, Lease, Needs, Ticket
+from launcher.stages.lease_files import Folder, Needs, Ticket
 
 HOST_SCRIPT = Path(__file__).with_name("leases_host.sh")
 POLL_S = 2.0          # between two looks of a queued `up`

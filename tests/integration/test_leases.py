@@ -10,14 +10,17 @@ refused by it or, free of it, stopped by preflight for want of a GPU, their leas
 """
 from __future__ import annotations
 
+import json
 import re
 import signal
+import subprocess
 import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 
 from launcher.inventory.load import load_cluster
 from launcher.plan import make
@@ -37,7 +40,6 @@ def two_hosts(sshd_farm, tmp_path, trainer_image):
     """Two sshd hosts and a function writing an inventory of another cluster on them: a `run:`
     program that only sleeps (its containers live, at no CPU cost), on the hosts' tf_ports or on
     `ports`, with `gpus`. Every container is removed afterwards."""
-    from support.sshd import SshdHost  # noqa: F401  (the type of what sshd_farm.start returns)
     ports = free_ports(4)
     hosts = [sshd_farm.start(f"h{i}", ports[2 * i], ports[2 * i + 1]) for i in range(2)]
     sshd_farm.known_hosts()
@@ -57,7 +59,6 @@ def two_hosts(sshd_farm, tmp_path, trainer_image):
     for name in made:
         ids = labelled(name)
         if ids:
-            import subprocess
             subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
 
 
@@ -67,20 +68,17 @@ def up(capsys, inv: Path, *flags: str) -> tuple[int, str]:
 
 
 def lease_rows(capsys, inv: Path) -> list[dict]:
-    import json
     code, out, _ = cli(capsys, "status", "-i", str(inv), "--json")
     assert code == 0, out
     return [dict(lease, at=st["host"]) for st in json.loads(out) for lease in st["leases"]]
 
 
 def waiting_lists(capsys, inv: Path) -> list[list[str]]:
-    import json
     code, out, _ = cli(capsys, "status", "-i", str(inv), "--json")
     return [st["waiting"] for st in json.loads(out)]
 
 
 def running(name: str) -> int:
-    import subprocess
     return len(subprocess.run(["docker", "ps", "-q", "--filter", f"label=tfcompose.cluster={name}"],
                               capture_output=True, text=True).stdout.split())
 
@@ -152,7 +150,6 @@ def test_disjoint_ports_run_side_by_side_and_a_lease_whose_containers_are_gone_i
     assert {(r["cluster"], r["own"], r["live"]) for r in rows} == {("lsone", True, True), ("lsbeside", False, True)}
 
     # lsone's containers go behind tfcompose's back: its lease is stale, and still in the way.
-    import subprocess
     subprocess.run(["docker", "rm", "-f", *labelled("lsone")], capture_output=True, check=True)
     rows = lease_rows(capsys, beside)
     # Each host lists its folder; these two hosts share one machine, so each lists both of lsone's.
@@ -230,7 +227,6 @@ def test_gpu_id_lists_clash_only_where_they_overlap_and_waiters_take_their_turn_
 def test_a_run_that_ends_under_up_wait_gives_its_leases_back(two_hosts, capsys, tmp_path):
     hosts, inventory, folder = two_hosts
     inv = inventory("lsended")
-    import yaml
     doc = yaml.safe_load(inv.read_text())
     doc["run"]["command"] = ["python", "-c", "print('done at once')"]
     inv.write_text(yaml.safe_dump(doc))

@@ -11,11 +11,19 @@ import subprocess
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from launcher.errors import RemoteError
+from launcher.plan import make
+from launcher.reporter import RecordingReporter
+from launcher.ssh.connection import Result
+from launcher.ssh.fanout import fan_out
 from launcher.stages import lease_files as lf, leases
+from support.builders import cluster as a_cluster
+from support.fakes import FakeConnection
 
 UID = os.getuid()
 
@@ -190,15 +198,6 @@ def test_the_change_script_writes_only_lease_folder_names(tmp_path):
 
 
 # --- the stage itself, its hosts two folders here (two machines), the host script run locally ---
-from dataclasses import replace  # noqa: E402
-
-from launcher.errors import RemoteError  # noqa: E402
-from launcher.plan import make  # noqa: E402
-from launcher.reporter import RecordingReporter  # noqa: E402
-from launcher.ssh.connection import Result  # noqa: E402
-from launcher.ssh.fanout import fan_out  # noqa: E402
-from support.builders import cluster as a_cluster  # noqa: E402
-from support.fakes import FakeConnection  # noqa: E402
 
 
 class LocalHost(FakeConnection):
