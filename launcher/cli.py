@@ -96,13 +96,16 @@ def preflight_cmd(inventory_path: Path = InventoryOpt, parallel: Optional[int] =
 
 @app.command("up")
 def up_cmd(inventory_path: Path = InventoryOpt, wait: bool = typer.Option(False, "--wait", help="wait for the chief, then collect"),
-           parallel: Optional[int] = ParallelOpt, runs: Path = RunsOpt) -> None:
-    """Preflight, push, ship the image and start on every host; all or nothing. Idempotent."""
+           parallel: Optional[int] = ParallelOpt, runs: Path = RunsOpt,
+           queue: bool = typer.Option(False, "--queue", help="wait for hosts another cluster holds, in the order asked"),
+           break_lease: bool = typer.Option(False, "--break-lease", help="take leases in the way whose containers are "
+                                            "gone or ended (never a live one)")) -> None:
+    """Lease, preflight, push, ship the image and start on every host; all or nothing. Idempotent."""
     from launcher.stages.up import up
     from launcher.view import RichReporter, leaderboard, lost_trials, out, up_table
     cluster = _load(inventory_path)
     with RichReporter([h.name for h in cluster.hosts]) as rep:
-        report = up(cluster, rep, parallel, wait_for_end=wait, runs_dir=runs)
+        report = up(cluster, rep, parallel, wait_for_end=wait, runs_dir=runs, queue=queue, break_lease=break_lease)
     out.print(up_table(cluster, report))
     if report.links:
         _say(f"links between hosts (TF port), all open:\n{report.links.text()}")
@@ -122,15 +125,19 @@ def up_cmd(inventory_path: Path = InventoryOpt, wait: bool = typer.Option(False,
 @app.command("status")
 def status_cmd(inventory_path: Path = InventoryOpt, as_json: bool = typer.Option(False, "--json", help="JSON for scripts"),
                parallel: Optional[int] = ParallelOpt) -> None:
-    """Each host's container: state, exit code, uptime, restarts, last progress line."""
+    """Each host's container: state, exit code, uptime, restarts, last progress line; and its leases."""
     from launcher.stages.status import status
-    from launcher.view import out, status_table
+    from launcher.view import leases_table, out, status_table
     cluster = _load(inventory_path)
     states = status(cluster, parallel=parallel)
     if as_json:
         print(json.dumps([asdict(st) for st in states], indent=2))
         return
     out.print(status_table(cluster, states))
+    out.print(leases_table(states))
+    for st in states:
+        for note in st.lease_notes:
+            _print_error(f"warning: {st.host}: {note}")
 
 
 @app.command("watch")

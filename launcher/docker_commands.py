@@ -27,6 +27,14 @@ def remove_cluster_containers(cluster: str, host: str, keep: bool = False) -> li
             'echo $ids | wc -w; else echo 0; fi', "sh", cluster, host]
 
 
+def tfcompose_containers() -> list[str]:
+    """Every tfcompose container on the host's engine, whoever started it: `cluster|host|status`
+    per line (the leases: a lease whose containers are gone is stale). `.Status` and not `.State`,
+    which older engines' `docker ps` lack."""
+    return ["docker", "ps", "-a", "--filter", f"label={LABEL_CLUSTER}", "--format",
+            f'{{{{.Label "{LABEL_CLUSTER}"}}}}|{{{{.Label "{LABEL_HOST}"}}}}|{{{{.Status}}}}']
+
+
 def remove_project_networks(project: str) -> list[str]:
     return ["sh", "-c", 'nets=$(docker network ls -q --filter "label=com.docker.compose.project=$1"); '
             '[ -z "$nets" ] || docker network rm $nets >/dev/null 2>&1 || true', "sh", project]

@@ -90,9 +90,11 @@ def complete(plan: Plan, nics: dict[str, str], gpu_overrides: dict[str, Any], im
 
 
 # How the image reaches the hosts does not change what they run: no new containers for it.
-# How the launcher reaches the hosts (and ships to them) is not what they run: the same run, however reached.
-NOT_IN_RUN_ID = {"image_relay": True, "ssh": {"proxy_jump"}, "hosts": {"__all__": {"proxy_jump"}}}
-HOST_NOT_IN_RUN_ID = ("jumps", "proxy_command")       # left out, so an id made before they existed holds
+# How the launcher reaches the hosts (and ships to them), and where they keep their leases, is not
+# what they run: the same run, however reached.
+NOT_IN_RUN_ID = {"image_relay": True, "ssh": {"proxy_jump"}, "defaults": {"lease_dir"},
+                 "hosts": {"__all__": {"proxy_jump", "lease_dir"}}}
+HOST_NOT_IN_RUN_ID = ("jumps", "proxy_command", "lease_dir")   # left out, so an id made before they existed holds
 
 
 def run_id(cluster: Cluster, code: str, **contents: str) -> str:

@@ -148,6 +148,17 @@ def status_table(cluster, states) -> Table:
     return table(f"cluster {cluster.name}", ["host", "state", "exit", "uptime", "restarts", "last progress"], rows)
 
 
+def leases_table(states) -> Table:
+    """Every lease on every host, this cluster's and others', live or stale (status.HostStatus.leases):
+    `its host` is the holder's name for the machine; hosts on one machine list the same leases."""
+    rows = [[st.host, lease["cluster"] + (" (this cluster)" if lease["own"] else ""), lease["host"], lease["owner"],
+             lease["run"] or "-", lease["launcher"], lease["since"], lease["gpus"], lease["ports"], lease["state"]]
+            for st in states for lease in st.leases]
+    waiting = list(dict.fromkeys(w for st in states for w in st.waiting))
+    title = "leases" + ("" if rows else ": none") + (f"; waiting (`up --queue`): {'; '.join(waiting)}" if waiting else "")
+    return table(title, ["host", "cluster", "its host", "user", "run", "from", "since", "GPUs", "ports", "state"], rows)
+
+
 def leaderboard(run_dir: Path) -> Table | None:
     from launcher.results import report
     from trainer import results

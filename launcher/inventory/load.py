@@ -102,7 +102,8 @@ def _resolve(path: Path, spec: Inventory, environ: dict[str, str]) -> tuple[Clus
             tf_port=entry.tf_port or d.tf_port, workdir=workdir,
             gpus=entry.gpus if entry.gpus is not None else d.gpus,
             data_dir=entry.data_dir or d.data_dir, nic=entry.nic or d.nic, shm_size=entry.shm_size or d.shm_size,
-            chief=index == 0, index=index, bundle_dir=f"{workdir.rstrip('/')}/{spec.cluster}")
+            chief=index == 0, index=index, bundle_dir=f"{workdir.rstrip('/')}/{spec.cluster}",
+            lease_dir=(entry.lease_dir or d.lease_dir).rstrip("/"))
         host, found = _way_in(host, pos, entry, alias, spec, ssh_cfg, lambda v: _local_path(v, base), environ)
         hosts.append(host)
         problems += found

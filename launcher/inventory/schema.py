@@ -84,6 +84,7 @@ SHM = "a size such as 2g or 512m, or 'host' (ipc: host)"
 USER = "a user name of lowercase letters, digits, _ and -"
 JUMP = ("a jump host as [user@]host[:port], a comma-separated chain of them (first hop first), "
         "or none to connect directly")
+LEASE_DIR = WORKDIR_OWN[:-1] + "; every user of the host writes there)"
 
 
 class SSHSettings(_Strict):
@@ -124,6 +125,9 @@ class Defaults(_Strict):
     shm_size: str = field("2g", expected=SHM, pattern=r"^(?:[0-9]{1,6}[bkmg]?|host)$")
     # Times Docker restarts a failed container (restart: on-failure:N).
     restart_retries: StrictIntT = field(2, expected="an integer 0–10", ge=0, le=10)
+    # Where a host keeps its leases (which cluster holds which GPUs and ports): a folder every
+    # user of the host can write (made with mode 1777 when absent), the same for everyone.
+    lease_dir: WorkDir = field("/var/tmp/tfcompose-leases", expected=LEASE_DIR)
 
 
 class HostEntry(_Strict):
@@ -144,6 +148,7 @@ class HostEntry(_Strict):
     data_dir: Optional[RemotePath] = field(None, expected=WORKDIR.replace("absolute path", "absolute path of a folder"))
     nic: Optional[str] = field(None, expected=NIC, pattern=r"^[A-Za-z0-9^=_.,:-]{1,64}$")
     shm_size: Optional[str] = field(None, expected=SHM, pattern=r"^(?:[0-9]{1,6}[bkmg]?|host)$")
+    lease_dir: Optional[WorkDir] = field(None, expected=LEASE_DIR)
 
     @field_validator("address")
     @classmethod

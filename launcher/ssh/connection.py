@@ -121,6 +121,7 @@ class Connection:
         self._client: Optional[paramiko.SSHClient] = None
         self._sftp: Optional[paramiko.SFTPClient] = None
         self._carrier: Optional[proxy.Stream] = None
+        self._held: list[paramiko.Channel] = []     # commands held open (`hold`) until close
         self.bytes_sent = 0
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -131,10 +132,11 @@ class Connection:
         self.close()
 
     def close(self) -> None:
-        for closable in (self._sftp, self._client, self._carrier):
+        for closable in (*self._held, self._sftp, self._client, self._carrier):
             if closable is not None:
                 closable.close()
         self._sftp = self._client = self._carrier = None
+        self._held = []
         if self._own_jumps:
             self.jumps.close()
 
@@ -304,6 +306,42 @@ class Connection:
         if check and status != 0:
             raise RemoteError(self.host.name, command, status, stderr)
         return Result(status, "", stderr)
+
+    def hold(self, command: str | Sequence[str], ready: str) -> paramiko.Channel:
+        """Start a command that lives as long as this connection (or until the channel returned is
+        closed): its stdin stays open, so a host-side `cat` in it ends when the connection does,
+        however the launcher ends (closed, killed, cut off). Returns once the command printed the
+        line `ready` (within the command timeout); one that ends or says anything else is a RemoteError."""
+        return self._off_the_main_thread(lambda: self._hold(command, ready))
+
+    def _hold(self, command, ready: str) -> paramiko.Channel:
+        try:
+            channel = self.client.get_transport().open_session(timeout=self.connect_timeout)
+            channel.settimeout(self.command_timeout)
+            channel.exec_command(quote_command(command))   # no `timeout`: it lives as long as we do
+            said = bytearray()
+            while b"\n" not in said and len(said) < 4096:
+                self.check_cancel()
+                chunk = channel.recv(256)
+                if not chunk:
+                    break
+                said.extend(chunk)
+        except (socket.timeout, TimeoutError) as exc:
+            raise RemoteError(self.host.name, command, reason=f"did not answer within {self.command_timeout:g} s") from exc
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise RemoteError(self.host.name, command, reason=f"SSH failed: {why(exc)}") from exc
+        if said.decode("utf-8", "replace").strip() != ready:
+            channel.status_event.wait(5)          # what it said on stderr arrives before its status
+            err = bytearray()
+            while channel.recv_stderr_ready() and len(err) < STDERR_KEPT:
+                err.extend(channel.recv_stderr(65536))
+            status = channel.recv_exit_status() if channel.exit_status_ready() else None
+            channel.close()
+            raise RemoteError(self.host.name, command, status, err.decode("utf-8", "replace"),
+                              reason=None if status is not None else "did not say it was ready")
+        channel.settimeout(None)
+        self._held.append(channel)      # kept: paramiko closes a channel nobody refers to
+        return channel
 
     def end_command(self, tag: Optional[str]) -> None:
         """End, on the host, a command of ours that outlived our wait for it (its `timeout` and

@@ -8,13 +8,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 from launcher import docker_commands as dc
 from launcher.errors import BadAnswer, RemoteError, summary
 from launcher.inventory.model import Cluster, Host
 from launcher.ssh.group import Group
+from launcher.stages import leases
 from launcher.text import printable
 
 RUN_ID_RE = re.compile(r"^(?:[0-9a-f]{12}|local)$")
@@ -35,6 +36,9 @@ class HostStatus:
     error: str = ""
     finished_at: str = ""      # Docker's FinishedAt (ISO 8601), to find who failed first
     tail_line: str = ""        # the last line of output, whatever it says (for `run:` programs)
+    leases: list = field(default_factory=list)   # `status` only: every lease on the host (leases.LeaseView)
+    waiting: list = field(default_factory=list)  # `up --queue`s waiting there, oldest first
+    lease_notes: list = field(default_factory=list)   # what of the lease folder was ignored, or why it was not read
 
 
 def containers(conn, cluster: str, host: str) -> list[dict]:
@@ -115,5 +119,21 @@ def statuses(group: Group, with_line: bool = True) -> list[HostStatus]:
 
 
 def status(cluster: Cluster, reporter=None, parallel: Optional[int] = None) -> list[HostStatus]:
+    """Every host's container, and the leases in its lease folder (this cluster's and others')."""
     with Group(cluster, reporter, parallel) as group:
-        return statuses(group)
+        states = statuses(group)
+        add_leases(group, states)
+        return states
+
+
+def add_leases(group: Group, states: list[HostStatus]) -> None:
+    """Each reachable host's leases into its status (a host that did not answer is not asked again)."""
+    answered = {st.host for st in states if st.state != "unreachable"}
+    found = group.run("leases", lambda h, c: leases.host_leases(h, c, group.cluster.name),
+                      [h for h in group.cluster.hosts if h.name in answered])
+    for st in states:
+        if st.host in found.succeeded:
+            here = found.succeeded[st.host]
+            st.leases, st.waiting, st.lease_notes = [asdict(v) for v in here.leases], here.waiting, here.notes
+        elif st.host in found.failed:
+            st.lease_notes = [f"leases not read: {summary(found.failed[st.host])}"]

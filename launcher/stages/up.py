@@ -1,7 +1,11 @@
 """`up`: the stages in order, on every host; all or nothing.
 
-    dataset source → preflight (+ cluster rules) → image built here → plan completed → render →
-    push → image on the hosts → dataset (sync, verify) → links → start [→ wait → collect → hooks]
+    dataset source → leases (or wait for them: --queue) → preflight (+ cluster rules) → image built
+    here → plan completed → render → push → image on the hosts → dataset (sync, verify) → links →
+    start [→ wait → collect → hooks → leases given back]
+
+The leases come first, before preflight: a host held by another cluster is refused naming who holds
+what (preflight would only find its port busy), and a queued `up` is preflighted once its turn comes.
 
 The run id covers the inventory, your code, the image built here and the dataset_source: change
 any of them and `up` starts new containers; change nothing and it restarts nothing.
@@ -20,7 +24,7 @@ from launcher.image import stage as image
 from launcher.image.on_host import ImageOutcome
 from launcher.inventory.model import Cluster
 from launcher.ssh.group import Group
-from launcher.stages import hooks, links, preflight, push, render, start, wait
+from launcher.stages import hooks, leases, links, preflight, push, render, start, wait
 from launcher.stages.collect import collect_into
 
 
@@ -36,28 +40,40 @@ class UpSummary:
     outcome: Optional[wait.RunOutcome] = None
 
 
-def up(cluster: Cluster, reporter=None, parallel: Optional[int] = None,
-       wait_for_end: bool = False, poll_s: float = 2.0, runs_dir: Path = Path("runs")) -> UpSummary:
+def up(cluster: Cluster, reporter=None, parallel: Optional[int] = None, wait_for_end: bool = False,
+       poll_s: float = 2.0, runs_dir: Path = Path("runs"), queue: bool = False, break_lease: bool = False) -> UpSummary:
     # A bad dataset_source stops here, before any host is touched.
     source = dataset_source.source_manifest(cluster.dataset_source, cluster.path)
     with Group(cluster, reporter, parallel) as group:
         base = plan_mod.make(cluster)
-        facts, found = preflight.check_cluster(group, base)
-        shipment = image.prepare(group, base)
-        plan = plan_mod.complete(base, found.nics, found.gpu_overrides, shipment.image_id if shipment else "",
-                                 digest(source) if source else "")
-        pushed = push.push(group, render.render_cluster(plan))
-        images = image.provide(group, plan, shipment)
-        datasets = dataset.provide(group, plan, source) if dataset.needed(cluster) else {}
-        matrix = links.check(group, plan) if links.needed(plan, facts) else None
-        started = start.start(group, plan)
+        with leases.taken(group, base, queue, break_lease) as held:      # given back if nothing starts
+            facts, found = preflight.check_cluster(group, base)
+            shipment = image.prepare(group, base)
+            plan = plan_mod.complete(base, found.nics, found.gpu_overrides, shipment.image_id if shipment else "",
+                                     digest(source) if source else "")
+            leases.name_run(group, held, plan.run_id)
+            pushed = push.push(group, render.render_cluster(plan))
+            images = image.provide(group, plan, shipment)
+            datasets = dataset.provide(group, plan, source) if dataset.needed(cluster) else {}
+            matrix = links.check(group, plan) if links.needed(plan, facts) else None
+            with held.start():
+                started = start.start(group, plan)
         for host in cluster.hosts:
             group.reporter.stage(host.name, "running")
         report = UpSummary(plan.run_id, pushed, images, started, matrix, plan.nics, datasets)
         if wait_for_end:
             report.outcome = wait.wait_for_end(group, plan, poll_s)
-            finish(group, plan, report.outcome, Path(runs_dir))
+            try:
+                finish(group, plan, report.outcome, Path(runs_dir))
+            finally:
+                give_back_after_run(group)
     return report
+
+
+def give_back_after_run(group: Group) -> None:
+    """The run has ended (its containers exited or were stopped): its leases go, collected or not."""
+    for host, exc in leases.release(group).failed.items():
+        group.reporter.warn(host, f"could not give the lease back ({summary(exc)}); `tfcompose down` does")
 
 
 def finish(group: Group, plan, outcome: wait.RunOutcome, runs_dir: Path) -> None:

@@ -100,7 +100,7 @@ def test_up_wait_ships_trains_across_hosts_collects_and_down_cleans(cluster_env,
     local.build_local(load_cluster(inv))  # the image tag back to this checkout's trainer, for later tests
 
     code, out, err = cli(capsys, "down", "-i", str(inv), "--purge")
-    assert code == 0 and "h0: removed 1 container(s), purged" in out and "h1: removed 1 container(s), purged" in out
+    assert code == 0 and all(f"h{i}: removed 1 container(s), gave back its lease, purged" in out for i in (0, 1)), out
     assert labelled(name) == [] and labelled(name, second_engine) == []
     assert not any((h.workdir / name).exists() for h in hosts)
     code, out, err = cli(capsys, "down", "-i", str(inv))  # idempotent
@@ -140,7 +140,7 @@ def test_closed_port_fails_preflight_and_starts_nothing_anywhere(cluster_env, ca
     code, out, err = cli(capsys, "up", "-i", str(inv))
     assert code == 1, out + err
     user = inv.read_text().split("user: ", 1)[1].split()[0]
-    assert "preflight failed on 1 of 3 host(s):" in err
+    assert "lease failed on 1 of 3 host(s):" in err       # the first stage to reach the hosts
     assert f"gone: ssh {user}@127.0.0.1:{closed}: cannot connect (connection refused)" in err
     assert time.monotonic() - started < 60
     assert labelled(name) == []

@@ -47,3 +47,41 @@ def up_wait(capsys, inv, cluster: str, runs) -> tuple[str, object]:
     code, out, err = cli(capsys, "up", "-i", str(inv), "--wait", "--runs", str(runs))
     assert code == 0, out + err
     return out, runs / cluster / "latest"
+
+
+class CliProcess:
+    """`tfcompose ARGS` in a child process, off a terminal (as in CI and under nohup): its output
+    lines (stdout and stderr) collected as they come, for a command that runs while the test acts."""
+
+    def __init__(self, *args: str):
+        import sys
+        import threading
+        from support.common import REPO
+        self.proc = subprocess.Popen([sys.executable, "-c", "from launcher.cli import run; run()", *args], cwd=REPO,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=lambda: self.lines.extend(iter(self.proc.stdout.readline, "")),
+                                        daemon=True)
+        self._reader.start()
+
+    def wait_for(self, pattern: str, seconds: float = 60) -> str:
+        """The first line matching the regular expression, waiting for it."""
+        import re
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            found = next((line for line in list(self.lines) if re.search(pattern, line)), None)
+            if found is not None:
+                return found
+            if self.proc.poll() is not None and not self._reader.is_alive():
+                break
+            time.sleep(0.2)
+        raise AssertionError(f"no line matching {pattern!r} in:\n{self.output}")
+
+    def finish(self, seconds: float = 120) -> int:
+        code = self.proc.wait(seconds)
+        self._reader.join(10)
+        return code
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)

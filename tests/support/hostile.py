@@ -148,6 +148,9 @@ def inventory_cases() -> list[Case]:
         validate("backup-dir-etc", inventory(train={"backup_dir": "/etc"}), "train.backup_dir"),
         validate("unknown-candidate", inventory(train={"candidates": ["resnet"]}), "Received ['resnet']"),
         validate("gpus-repeated", inventory(defaults={"gpus": [0, 0, 0]}), "defaults.gpus"),
+        validate("lease-dir-relative", inventory(defaults={"lease_dir": "leases"}), "defaults.lease_dir"),
+        validate("lease-dir-is-root", inventory(defaults={"lease_dir": "/"}), "defaults.lease_dir"),
+        validate("lease-dir-shell", inventory(defaults={"lease_dir": "/var/tmp/$(reboot)"}), "defaults.lease_dir"),
         validate("alias-bomb", BOMB, "aliases"),
         validate("alias-bomb-in-hosts", "cluster: c\nx: &x [1, 2, 3]\n" + BOMB.replace("a: &a", "y: &a")
                  + "hosts: [*j]\n", "aliases"),

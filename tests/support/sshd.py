@@ -120,7 +120,10 @@ def write_inventory(farm: SshdFarm, path: Path, cluster: str, hosts: list[SshdHo
         "ssh": {"user": farm.user, "identity_file": str(identity_file or farm.user_key), "host_key_policy": policy,
                 "known_hosts": str(known_hosts or farm.root / "known_hosts"), "config_file": str(farm.root / "no-config"),
                 "connect_timeout_s": 5, **(ssh or {})},
-        "defaults": {"gpus": 0, "shm_size": "256m", "restart_retries": 0},
+        # The farm's hosts share this machine, so one lease folder: the farm's own, never /var/tmp's
+        # (a test's `defaults` are laid over these).
+        "defaults": {"gpus": 0, "shm_size": "256m", "restart_retries": 0, "lease_dir": str(farm.root / "leases"),
+                     **top.pop("defaults", {})},
         **({} if "run" in top else {"train": train or {}}),
         "hosts": [{"name": h.name, "address": h.address, "ssh_port": h.port, "tf_port": h.tf_port,
                    "workdir": str(h.workdir)} for h in hosts] + (extra_hosts or []),

@@ -65,3 +65,19 @@ def test_off_a_terminal_the_search_line_comes_when_it_changes_and_without_a_host
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("search:")]
     assert lines == ["search: 3 done, 1 pruned, 2 running, 4 left; best small_cnn#003 (val_acc 0.9750)",
                      "search: 4 done, 1 pruned, 2 running, 3 left; best small_cnn#003 (val_acc 0.9750)"]
+
+
+def test_the_leases_table_shows_every_hosts_leases_and_each_waiter_once(capsys):
+    from types import SimpleNamespace
+    lease = {"cluster": "demo", "host": "gpu-a", "owner": "alice", "run": "", "launcher": "alice@laptop",
+             "since": "2026-05-04 10:02:11 (0:41:07 ago)", "gpus": "0,1", "ports": "2222", "state": "live: its containers run",
+             "live": True, "own": True}
+    waiter = "bob's cluster exp (from bob@desk, asked at 2026-05-04 10:30:00)"
+    states = [SimpleNamespace(host="h0", leases=[lease], waiting=[waiter]),
+              SimpleNamespace(host="h1", leases=[dict(lease, own=False, cluster="other")], waiting=[waiter])]
+    view.out.print(view.leases_table(states))
+    text = capsys.readouterr().out
+    assert "demo (this cluster)" in text and "other " in text and "live: its containers run" in text
+    assert text.count("bob's cluster exp") == 1 and "waiting (`up --queue`)" in text
+    view.out.print(view.leases_table([SimpleNamespace(host="h0", leases=[], waiting=[])]))
+    assert "leases: none" in capsys.readouterr().out

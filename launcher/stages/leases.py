@@ -1,0 +1,339 @@
+"""Leases: `up` takes a lease on every host before it does anything else there, so that several
+people sharing boxes never start on the same GPUs or ports; `up --queue` waits its turn for them.
+
+Where: one folder per host that every user of the box sees, whatever their account or workdir:
+`lease_dir` (default /var/tmp/tfcompose-leases: /var/tmp is on every Linux, shared by all users
+and kept across reboots, where /tmp may be private or emptied). The first `up` on a box makes it
+with mode 1777, as /tmp is: everyone writes there, and the sticky bit lets nobody remove or
+replace another's file. A folder that cannot be made or written refuses the host, naming the
+folder and `lease_dir`: going on without a lease would break the promise to the others.
+
+What: one small JSON file per host and cluster (lease_files.py), written beside and renamed. The
+launcher decides (lease_rules.py, pure); the host only reads, locks and writes (leases_host.sh):
+
+    session  the launcher holds a lock on a file of its own there for as long as its SSH connection
+             lives (Connection.hold): however the launcher ends, the lock goes with it, so a lease
+             or ticket is known to have a launcher behind it without any clock
+    look     every lease, ticket and tombstone, and which sessions are alive; then, if some lease's
+             session is over, every tfcompose container's state on the host's engine
+    change   under the folder's flock: the files are still what `look` saw (a fingerprint), or
+             nothing is written and the host is looked at again. So two launchers at once cannot
+             both take the same GPUs: check and write are one step on the host.
+
+All or nothing across hosts: when one host refuses or changed under us, what this `up` wrote on the
+others is written back as it was. A lease is given back by `down`, by `up --wait` once the run is
+collected (whether it finished or failed), and by an `up` that failed before starting anything.
+Without `--wait`, nobody is there when the run ends: the lease stays until `down`, and once every
+container has exited it is stale, so `up --break-lease` of another cluster may take it.
+
+`--break-lease` belongs to `up` only: breaking is never needed but to take what stands in the way,
+and `down` gives back its own cluster's lease without a flag. A stale lease of another user cannot
+be removed (the sticky bit), so breaking writes a tombstone beside it; a live lease is never broken.
+
+Leases are an agreement between tfcompose users, not a lock against a hostile one (anyone in the
+`docker` group is root on the host): what a lease file says is still checked before it is used or
+printed, as any answer from a host is.
+"""
+from __future__ import annotations
+
+import base64
+import getpass
+import itertools
+import random
+import re
+import secrets
+import socket
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Iterator, Optional
+
+from launcher import docker_commands as dc
+from launcher.errors import RemoteError, TfcError, summary
+from launcher.inventory.model import Host
+from launcher.plan import Plan
+from launcher.ssh.group import Group
+from launcher.stages import lease_files as files, lease_rules as rules
+from launcher.stages.lease_files import Folder, Needs, Ticket
+
+HOST_SCRIPT = Path(__file__).with_name("leases_host.sh")
+POLL_S = 2.0          # between two looks of a queued `up`
+ATTEMPTS = 5          # a plain `up` whose hosts keep changing under it gives up after this many
+LOOK_LIMIT = 8 << 20  # 512 files of 8 KB in base64 (5.5 MB), and the sessions
+CHANGED = 4           # leases_host.sh's status when the files changed since `look`
+
+
+class LeasesRefused(TfcError):
+    """Another cluster holds what this `up` needs on some hosts: nothing was started (exit 1)."""
+
+    def __init__(self, blocked: dict[str, list[rules.Blocker]], now: dict[str, int], hosts: int):
+        lines = [f"leases refused on {len(blocked)} of {hosts} host(s); nothing was started "
+                 "(`up --queue` waits for them):"]
+        for host, found in blocked.items():      # hosts sharing one folder see the same holder twice
+            lines += [f"  {host}: {text}" for text in dict.fromkeys(b.text(now[host]) for b in found)]
+        super().__init__("\n".join(lines))
+
+
+def host_command(what: str, folder: str, *args: str) -> list[str]:
+    """One of leases_host.sh's commands (session, look, change, release), the script sent as text."""
+    return ["sh", "-c", HOST_SCRIPT.read_text(), "sh", what, folder, *args]
+
+
+def needs(plan: Plan, host: Host) -> Needs:
+    """What the cluster takes on this host: the GPUs the inventory gives it (before `gpus_per_host:
+    min` may give it fewer: never less than it will use) and the port its container listens on."""
+    port = plan.listen_port(host)
+    return Needs(plan.cluster.name, host.name, files.gpus_of(host.gpus), frozenset([port] if port else []))
+
+
+def launcher_name() -> str:
+    """`user@machine` this launcher runs on, as lease files allow it (a person reads it)."""
+    return re.sub(r"[^A-Za-z0-9_.@:-]", "-", f"{getpass.getuser()}@{socket.gethostname()}")[:120]
+
+
+def new_key() -> str:
+    """A place in the queue: this machine's clock in ms, then a nonce; the same on every host."""
+    return f"{int(time.time() * 1000):013d}-{secrets.token_hex(4)}"
+
+
+# --- one host --------------------------------------------------------------------------------------
+def open_session(host: Host, conn, reporter) -> str:
+    """Make the lease folder if needed and hold a session there while the connection lives. The
+    first contact with the host in `up`: SSH problems are reported as such."""
+    reporter.stage(host.name, "connect")
+    conn.client  # noqa: B018
+    reporter.stage(host.name, "lease")
+    session = secrets.token_hex(8)
+    conn.hold(host_command("session", host.lease_dir, session), ready="held")
+    return session
+
+
+def look(host: Host, conn, with_containers: bool = True) -> tuple[Folder, Optional[dict]]:
+    """The folder's files and sessions; and the host's tfcompose containers when some lease's
+    session is over (its liveness is then its containers'); None when Docker did not answer."""
+    folder = files.parse_look(conn.run(host_command("look", host.lease_dir), limit=LOOK_LIMIT).stdout)
+    if not with_containers or all(folder.alive(lease.session) for lease in folder.leases):
+        return folder, {}
+    answer = conn.run(dc.tfcompose_containers(), check=False, limit=1 << 20)
+    return folder, rules.parse_containers(answer.stdout) if answer.ok else None
+
+
+def change(host: Host, conn, changes: list[tuple[str, str, str]], fingerprint: str = "-",
+           skip: tuple[str, ...] = ()) -> bool:
+    """Apply the changes under the folder's lock if its files but `skip` still give `fingerprint`
+    (`-`: whatever they are); False when they changed."""
+    lines = "".join(f"{op} {name} {base64.b64encode(text.encode()).decode()}\n" for op, name, text in changes)
+    command = host_command("change", host.lease_dir, fingerprint, *skip)
+    result = conn.run(command, stdin=lines.encode(), check=False)
+    if result.status == CHANGED and fingerprint != "-":
+        return False
+    if not result.ok:
+        raise RemoteError(host.name, command, result.status, result.stderr)
+    return True
+
+
+def release_host(host: Host, conn, cluster: str) -> str:
+    out = conn.run(host_command("release", host.lease_dir, cluster, host.name)).stdout
+    return "gave back its lease" if "released 1" in out else "held no lease"
+
+
+# --- taking every host --------------------------------------------------------------------------------
+@dataclass
+class Round:
+    """One host looked at: its folder, who asks there, and what the rules decided."""
+
+    folder: Folder
+    taker: rules.Taker
+    decision: rules.Decision
+
+
+@dataclass
+class Held:
+    """What this `up` holds: the round that took each host (its lease, the one it replaced)."""
+
+    rounds: dict[str, Round]
+    starting: bool = False
+
+    @contextmanager
+    def start(self) -> Iterator[None]:
+        """From here containers may start: an interrupt now leaves the leases to them."""
+        self.starting = True
+        yield
+
+
+def assess(group: Group, plan: Plan, sessions: dict, key: str, launcher: str, break_stale: bool) -> dict[str, Round]:
+    def one(host: Host, conn) -> Round:
+        folder, containers = look(host, conn)
+        taker = rules.Taker(folder.uid, folder.user, launcher, sessions[host.name], key)
+        return Round(folder, taker, rules.decide(needs(plan, host), taker, folder, containers, break_stale,
+                                                 secrets.token_hex(8)))
+    return group.run("lease", one).raise_if_failed().succeeded
+
+
+def commit(group: Group, rounds: dict[str, Round]) -> bool:
+    """Write every host's changes, each only if its files are still what was looked at; what was
+    written is written back if any host changed (False) or failed (raised)."""
+    ours = tuple(sorted({name for r in rounds.values() for _, name, _ in r.decision.changes}))
+
+    def one(host: Host, conn) -> bool:
+        r = rounds[host.name]
+        return change(host, conn, r.decision.changes, files.fingerprint(r.folder, set(ours)), ours)
+
+    result = group.run("lease", one)
+    if result.ok and all(result.succeeded.values()):
+        return True
+    give_back(group, Held(rounds), [h for h in group.cluster.hosts if result.succeeded.get(h.name)])
+    result.raise_if_failed()
+    return False
+
+
+def take(group: Group, plan: Plan, queue: bool = False, break_stale: bool = False, poll_s: float = POLL_S) -> Held:
+    """Every host's lease, or LeasesRefused naming who holds what (with `queue`: wait for them, in
+    the order the waiters asked). Nothing is left behind on an error or Ctrl-C: no ticket, no lease."""
+    sessions = group.run("lease", lambda h, c: open_session(h, c, group.reporter)).raise_if_failed().succeeded
+    key, launcher, tickets = new_key(), launcher_name(), {}
+    warned: set = set()
+    try:
+        for attempt in itertools.count(1):
+            rounds = assess(group, plan, sessions, key, launcher, break_stale)
+            _warn_unreadable(group, rounds, warned)
+            blocked = {h: r.decision.blockers for h, r in rounds.items() if r.decision.blockers}
+            if not blocked:
+                if commit(group, rounds):
+                    return Held(rounds)
+                if not queue and attempt >= ATTEMPTS:
+                    raise TfcError("leases: the lease folders kept changing under this `up` (other tfcompose "
+                                   "runs taking and giving back); nothing was started: try again, or use `--queue`")
+                time.sleep(random.uniform(0.1, 0.6))
+                continue
+            if not queue:
+                raise LeasesRefused(blocked, {h: r.folder.now for h, r in rounds.items()}, len(rounds))
+            tickets = tickets or write_tickets(group, plan, rounds, key, launcher)
+            _report_waiting(group, blocked)
+            time.sleep(poll_s)
+    finally:
+        if tickets:
+            remove_tickets(group, tickets)
+
+
+def write_tickets(group: Group, plan: Plan, rounds: dict[str, Round], key: str, launcher: str) -> dict[str, str]:
+    """This `up`'s place in every host's queue (one key for all: the same order everywhere)."""
+    def one(host: Host, conn) -> str:
+        r, n = rounds[host.name], needs(plan, host)
+        ticket = Ticket(key, n.cluster, n.host, r.taker.user, launcher, r.taker.session, r.folder.now, n.gpus, n.ports)
+        change(host, conn, [("write", files.ticket_file(key, host.name), files.ticket_text(ticket))])
+        return files.ticket_file(key, host.name)
+    return group.run("queue", one).raise_if_failed().succeeded
+
+
+def remove_tickets(group: Group, tickets: dict[str, str]) -> None:
+    """Best effort: a ticket left behind is dead once this launcher's sessions end anyway."""
+    hosts = [h for h in group.cluster.hosts if h.name in tickets]
+    result = group.run("queue", lambda h, c: change(h, c, [("remove", tickets[h.name], "")]), hosts)
+    for host, exc in result.failed.items():
+        group.reporter.warn(host, f"could not remove this `up`'s place in the queue ({summary(exc)}); "
+                                  "it counts for nothing once this launcher has ended")
+
+
+def _report_waiting(group: Group, blocked: dict[str, list[rules.Blocker]]) -> None:
+    for host in group.cluster.hosts:
+        if host.name in blocked:
+            group.reporter.stage(host.name, "queued", rules.waiting_line(blocked[host.name]))
+        else:
+            group.reporter.stage(host.name, "queued", "free here; waiting for the other hosts")
+
+
+def _warn_unreadable(group: Group, rounds: dict[str, Round], warned: set) -> None:
+    for host, r in rounds.items():
+        for bad in r.folder.unreadable:
+            if (host, bad.file) not in warned:
+                warned.add((host, bad.file))
+                group.reporter.warn(host, f"ignored {bad.file} in the lease folder (owner {bad.owner}): {bad.why}")
+
+
+# --- after taking ---------------------------------------------------------------------------------
+def name_run(group: Group, held: Held, run_id: str) -> None:
+    """The run id, once the plan is complete, into every lease (an unchanged run keeps its `since`)."""
+    def one(host: Host, conn) -> None:
+        d = held.rounds[host.name].decision
+        before = d.previous
+        since = before.since if before is not None and before.run == run_id else d.lease.since
+        d.lease = replace(d.lease, run=run_id, since=since)
+        change(host, conn, [("write", d.lease.file, files.lease_text(d.lease))])
+    group.run("lease", one).raise_if_failed()
+
+
+def give_back(group: Group, held: Held, hosts=None) -> None:
+    """Write back what the leases were before this `up` (its own cluster's previous lease, or
+    none): best effort, a host that cannot be reached is warned about."""
+    def one(host: Host, conn) -> None:
+        d = held.rounds[host.name].decision
+        undo = [("write", d.previous.file, d.previous.text)] if d.previous else [("remove", d.lease.file, "")]
+        change(host, conn, undo)
+    result = group.run("lease", one, hosts)
+    for host, exc in result.failed.items():
+        group.reporter.warn(host, f"could not give its lease back ({summary(exc)}); `tfcompose down` does")
+
+
+@contextmanager
+def taken(group: Group, plan: Plan, queue: bool = False, break_stale: bool = False) -> Iterator[Held]:
+    """The leases for the length of the block; given back if it fails before containers may have
+    started (an interrupt once they may have leaves the leases to them: `down` gives them back)."""
+    held = take(group, plan, queue, break_stale)
+    try:
+        yield held
+    except BaseException as exc:
+        if not (held.starting and isinstance(exc, KeyboardInterrupt)):
+            give_back(group, held)
+        raise
+
+
+def release(group: Group, hosts=None):
+    """This cluster's leases given back (`down`, and `up --wait` once its run has ended)."""
+    name = group.cluster.name
+    return group.run("release", lambda h, c: release_host(h, c, name), hosts)
+
+
+# --- status --------------------------------------------------------------------------------------
+@dataclass
+class LeaseView:
+    """A lease as `status` shows it."""
+
+    cluster: str
+    host: str
+    owner: str
+    run: str
+    launcher: str
+    since: str
+    gpus: str
+    ports: str
+    state: str
+    live: bool
+    own: bool
+
+
+@dataclass
+class HostLeases:
+    leases: list = field(default_factory=list)       # LeaseView
+    waiting: list = field(default_factory=list)      # `up --queue`s still waiting there, oldest first
+    notes: list = field(default_factory=list)        # files ignored, and why
+
+
+def host_leases(host: Host, conn, cluster: str) -> HostLeases:
+    """Every lease in the host's folder (own and others'), live or stale, newest last."""
+    folder, containers = look(host, conn)
+    found = HostLeases(notes=[f"ignored {u.file} (owner {u.owner}): {u.why}" for u in folder.unreadable])
+    found.waiting = [f"{t.owner}'s cluster {t.cluster} (from {t.launcher}, asked at {rules.when_text(t.since)})"
+                     for t in sorted(folder.tickets, key=lambda t: t.key) if folder.alive(t.session)]
+    broken = {stone.lease: stone for stone in folder.tombstones}
+    for lease in sorted(folder.leases, key=lambda held: held.since):
+        state = rules.lease_state(lease, folder, containers)
+        why = state.why if lease.id not in broken or state.live else \
+            f"broken by {broken[lease.id].by} at {rules.when_text(broken[lease.id].at)}"
+        found.leases.append(LeaseView(lease.cluster, lease.host, lease.owner, lease.run, lease.launcher,
+                                      rules.when_text(lease.since, folder.now), lease.gpus.text(),
+                                      ",".join(map(str, sorted(lease.ports))) or "none",
+                                      ("live: " if state.live else "") + why, state.live,
+                                      lease.cluster == cluster and lease.uid == folder.uid))
+    return found

@@ -1,0 +1,157 @@
+# tfcompose leases: what the launcher runs on a host to take, wait for and give back leases
+# (leases.py sends this text as `sh -c <this> sh <what> <folder> <args>`; every value is an
+# argument, never spliced in). The launcher decides; this script only reads, locks and writes.
+#
+#   session DIR SID       make DIR if it is absent (mode 1777: every user of the host writes
+#                         there, nobody removes another's file), then hold SID's session: print
+#                         `held` and keep its lock until stdin ends, which is when the launcher's
+#                         SSH connection ends, however the launcher ended (the file goes with it)
+#   look DIR              this user, the host's clock, every lease, ticket and tombstone (name,
+#                         owner, first 8 KB in base64) and every session, alive or dead
+#   change DIR PRINT NAME...  under DIR's lock: unless the listed files but NAME... still have the
+#                         fingerprint PRINT (SHA-256 of `look`'s entry lines; - for any), exit 4 and
+#                         change nothing; else apply stdin's lines, each `write NAME BASE64`
+#                         (written beside, then renamed) or `remove NAME` (only a file this user
+#                         owns). NAME...: the files this change itself writes or removes, for all
+#                         the hosts of one `up`, which may share this folder
+#   release DIR CLUSTER HOST   remove this user's lease of CLUSTER on HOST
+#
+# Status 3: the folder cannot be used (why on stderr); 4: the files changed since `look`;
+# 5: the folder stayed locked too long.
+set -u
+export LC_ALL=C
+umask 022
+what=$1 dir=$2
+shift 2
+LOCK_WAIT_S=30
+MAX_FILES=512
+HINT="every user of this host must be able to write there (its owner can run \`chmod 1777\` on it), or set lease_dir in the inventory"
+
+fail() {
+  echo "$1" >&2
+  exit "${2:-3}"
+}
+
+usable() {  # the folder is a real folder (not a link) this user can write in
+  [ -L "$dir" ] && fail "the lease folder $dir is a symbolic link (set lease_dir to the folder itself)"
+  if [ ! -e "$dir" ]; then
+    why=$(mkdir -p -m 1777 -- "$dir" 2>&1) || [ -d "$dir" ] || fail "cannot make the lease folder $dir: $why; $HINT"
+  fi
+  [ -d "$dir" ] || fail "the lease folder $dir is not a folder; $HINT"
+  [ -w "$dir" ] && [ -x "$dir" ] \
+    || fail "cannot write in the lease folder $dir (owner $(stat -c %U -- "$dir"), mode $(stat -c %a -- "$dir")); $HINT"
+  command -v flock >/dev/null 2>&1 || fail "flock (util-linux) is missing on this host"
+}
+
+entries() (  # every lease, ticket and tombstone, one line each, in name order
+  set --
+  for f in "$dir"/*.lease "$dir"/*.ticket "$dir"/*.broken; do
+    [ -f "$f" ] && [ ! -L "$f" ] || continue
+    name=${f##*/}
+    case $name in *[!A-Za-z0-9._-]*|.*) continue ;; esac
+    [ "$#" -lt "$MAX_FILES" ] || break
+    set -- "$@" "$name"
+  done
+  [ "$#" -gt 0 ] && cd "$dir" || exit 0
+  # One `stat` for every owner; the names in plain ASCII: these lines are compared byte for byte
+  # (`printed`). A file swapped for a FIFO after the test above holds the answer until the
+  # command's own time limit (ssh.command_timeout_s) ends it.
+  stat -c '%n %u %U' -- "$@" 2>/dev/null | tr -c '0-9A-Za-z_.@ \n-' '?' | while read -r name uid owner; do
+    printf 'entry %s %s %s ' "$name" "$uid" "$owner"
+    head -c 8192 -- "$name" 2>/dev/null | base64 | tr -d '\n'
+    echo
+  done
+)
+
+sessions() {  # each session alive (its launcher holds the lock) or dead
+  n=0
+  for f in "$dir"/*.session; do
+    [ -f "$f" ] && [ ! -L "$f" ] && [ -r "$f" ] || continue
+    sid=${f##*/}
+    sid=${sid%.session}
+    case $sid in *[!0-9a-f]*|'') continue ;; esac
+    n=$((n + 1))
+    [ "$n" -le "$MAX_FILES" ] || break
+    # A shared lock is refused while the session's launcher holds its exclusive one.
+    if { flock -n -s 8; } 8<"$f" 2>/dev/null; then echo "session $sid dead"; else echo "session $sid alive"; fi
+  done
+}
+
+printed() {  # the fingerprint of the listed files, those named in the arguments left out
+  entries | awk -v skip=" $* " 'index(skip, " " $2 " ") == 0' | sha256sum | cut -c 1-64
+}
+
+look() {
+  echo "user $(id -u) $(id -un 2>/dev/null || echo '?')"
+  echo "now $(date +%s)"
+  if [ ! -d "$dir" ] || [ -L "$dir" ]; then echo "dir absent"; exit 0; fi
+  exec 7<"$dir"
+  flock -w "$LOCK_WAIT_S" -s 7 || fail "the lease folder $dir stayed locked for $LOCK_WAIT_S s" 5
+  entries
+  sessions
+}
+
+check_name() {
+  case $1 in *[!A-Za-z0-9._-]*|.*|'') fail "not a lease file name: $1" 2 ;; esac
+  case $1 in *.lease|*.ticket|*.broken|*.session) ;; *) fail "not a lease file name: $1" 2 ;; esac
+}
+
+change() {
+  want=$1
+  shift
+  usable
+  exec 7<"$dir"
+  flock -w "$LOCK_WAIT_S" -x 7 || fail "the lease folder $dir stayed locked for $LOCK_WAIT_S s" 5
+  if [ "$want" != - ] && [ "$(printed "$@")" != "$want" ]; then
+    echo changed
+    exit 4
+  fi
+  while read -r op name data; do
+    check_name "$name"
+    case $op in
+      write)
+        t=$(mktemp "$dir/.tfc-XXXXXXXX") || fail "cannot write in the lease folder $dir"
+        if ! { printf '%s' "$data" | base64 -d > "$t" && chmod 644 "$t" && why=$(mv -f -- "$t" "$dir/$name" 2>&1); }; then
+          rm -f -- "$t"
+          fail "cannot write $dir/$name (owner $(stat -c %U -- "$dir/$name" 2>/dev/null || echo '?')): ${why:-disk full?}"
+        fi ;;
+      remove)
+        if [ -O "$dir/$name" ] && [ ! -L "$dir/$name" ]; then rm -f -- "$dir/$name"; fi ;;
+      *) fail "unknown change $op" 2 ;;
+    esac
+  done
+  echo done
+}
+
+session() {
+  sid=$1
+  case $sid in *[!0-9a-f]*|'') fail "not a session id: $sid" 2 ;; esac
+  usable
+  f="$dir/$sid.session"
+  (set -C && : > "$f") 2>/dev/null || fail "cannot make $f"
+  chmod 644 "$f"
+  exec 9<"$f"
+  flock -x 9
+  echo held
+  cat > /dev/null
+  rm -f -- "$f"
+}
+
+release() {
+  for name in "$1" "$2"; do
+    case $name in *[!a-z0-9-]*|'') fail "not a cluster or host name: $name" 2 ;; esac
+  done
+  [ -d "$dir" ] && [ ! -L "$dir" ] || { echo released 0; exit 0; }
+  exec 7<"$dir"
+  flock -w "$LOCK_WAIT_S" -x 7 || fail "the lease folder $dir stayed locked for $LOCK_WAIT_S s" 5
+  f="$dir/$1.$2.$(id -u).lease"
+  if [ -O "$f" ] && [ ! -L "$f" ]; then rm -f -- "$f" && echo released 1; else echo released 0; fi
+}
+
+case $what in
+  session) session "$@" ;;
+  look) look ;;
+  change) change "$@" ;;
+  release) release "$@" ;;
+  *) fail "leases_host.sh: unknown $what" 2 ;;
+esac

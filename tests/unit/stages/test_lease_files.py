@@ -1,0 +1,123 @@
+"""The lease folder's files as the host lists them: hostile input, taken only when it is what
+tfcompose writes (bounded, type-checked, named after its content and its owner)."""
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from launcher.stages import lease_files as lf
+from launcher.stages.lease_files import Entry, Gpus, Lease, Tombstone, Unreadable
+
+
+def a_lease(**kw) -> Lease:
+    values = dict(id="0123456789abcdef", cluster="demo", host="h1", run="3f2a1b2c3d4e", user="alice",
+                  launcher="alice@laptop", session="fedcba9876543210", since=1_700_000_000, gpus=Gpus(ids=frozenset({0, 1})),
+                  ports=frozenset({2222}), uid=1000, owner="alice", file="demo.h1.1000.lease")
+    values.update(kw)
+    return Lease(**values)
+
+
+def entry(text: str, name: str = "demo.h1.1000.lease", uid: int = 1000) -> Entry:
+    return Entry(name, uid, "alice", text)
+
+
+def test_what_tfcompose_writes_it_reads_back_the_same():
+    lease = a_lease()
+    read = lf.parse_entry(entry(lf.lease_text(lease)))
+    assert read == Lease(**{**vars(lease), "text": lf.lease_text(lease)})
+    stone = Tombstone("0123456789abcdef", "bob", "bob@desk", 1_700_000_100, uid=1001, file="0123456789abcdef.1001.broken")
+    assert lf.parse_entry(Entry(stone.file, 1001, "bob", lf.tombstone_text(stone))) == stone
+
+
+@pytest.mark.parametrize("inventory, ids, every", [
+    ("all", set(), True), (0, set(), False), (2, {0, 1}, False), ([1, 3], {1, 3}, False)])
+def test_the_inventorys_gpus_as_a_set(inventory, ids, every):
+    # A count N is the first N GPUs: what Docker's `count: N` gives a container.
+    assert lf.gpus_of(inventory) == Gpus(every=every, ids=frozenset(ids))
+
+
+@pytest.mark.parametrize("a, b, overlap", [
+    ("all", "all", True), ("all", [3], True), ("all", 0, False), (0, 0, False), ([0, 1], [1, 2], True),
+    ([0, 1], [2, 3], False), (2, [1], True), (2, [2], False)])
+def test_gpu_sets_overlap_when_they_share_a_gpu(a, b, overlap):
+    assert lf.gpus_of(a).overlaps(lf.gpus_of(b)) is overlap
+    assert lf.gpus_of(b).overlaps(lf.gpus_of(a)) is overlap
+
+
+def doc(**changes) -> str:
+    base = json.loads(lf.lease_text(a_lease()))
+    base.update(changes)
+    return json.dumps(base)
+
+
+HOSTILE = [
+    ("not json", "{not json", "not JSON"),
+    ("a list", "[]", "not a tfcompose lease"),
+    ("another schema", doc(schema=2), "not a tfcompose lease"),
+    ("a ticket named as a lease", doc(tfcompose="ticket"), "not a tfcompose lease"),
+    ("cluster with a newline", doc(cluster="demo\nx"), "cluster"),
+    ("cluster is a path", doc(cluster="../../etc"), "cluster"),
+    ("run with escape sequences", doc(run="\x1b]0;owned\x07"), "run"),
+    ("launcher with a bidi override", doc(launcher="alice\u202e@laptop"), "launcher"),
+    ("since is a string", doc(since="yesterday"), "since"),
+    ("since is a bool", doc(since=True), "since"),
+    ("since far in the future", doc(since=10 ** 15), "since"),
+    ("gpus is a dict", doc(gpus={"0": 1}), "gpus"),
+    ("gpus holds a negative id", doc(gpus=[-1]), "gpus"),
+    ("gpus holds a bool", doc(gpus=[True]), "gpus"),
+    ("gpus is huge", doc(gpus=list(range(1100))), "gpus"),
+    ("ports out of range", doc(ports=[70000]), "ports"),
+    ("ports are strings", doc(ports=["2222"]), "ports"),
+    ("a field missing", json.dumps({k: v for k, v in json.loads(doc()).items() if k != "session"}), "session"),
+    ("megabytes of padding", doc(launcher="a" * 9000), "longer than"),
+]
+
+
+@pytest.mark.parametrize("case, text, why", HOSTILE, ids=[c[0] for c in HOSTILE])
+def test_a_hostile_lease_file_is_unreadable_and_says_why(case, text, why):
+    found = lf.parse_entry(entry(text))
+    assert isinstance(found, Unreadable) and why in found.why
+
+
+def test_a_lease_is_its_owners_only_under_its_own_name():
+    text = lf.lease_text(a_lease())
+    # Written by bob (uid 1001) under alice's name: the file system says who wrote it.
+    assert isinstance(lf.parse_entry(entry(text, uid=1001)), Unreadable)
+    assert isinstance(lf.parse_entry(entry(text, name="other.h1.1000.lease")), Unreadable)
+    assert isinstance(lf.parse_entry(entry(text, name="demo.h1.1000.ticket")), Unreadable)
+
+
+def look_line(name: str, uid: int, owner: str, text: bytes) -> str:
+    return f"entry {name} {uid} {owner} {base64.b64encode(text).decode()}"
+
+
+def test_the_hosts_answer_is_parsed_line_by_line_and_lines_it_does_not_write_are_skipped():
+    good = lf.lease_text(a_lease())
+    answer = "\n".join([
+        "user 1001 bob", "now 1700000500",
+        look_line("demo.h1.1000.lease", 1000, "alice", good.encode()),
+        look_line("x.lease", 1000, "alice", b"\xff\xfe not utf-8"),
+        look_line("y.lease", 1000, "\x1b[31malice", b"{}"),       # an owner name that is no name
+        "entry ../../etc/passwd 0 root cm9vdA==",                  # a name leases_host.sh never lists
+        "entry z.lease 0 root !!!notbase64",
+        "session fedcba9876543210 alive", "session 0000000000000000 dead", "session $(id) alive",
+        "fingerprint abc", "garbage line", "user x y"])
+    folder = lf.parse_look(answer)
+    assert (folder.uid, folder.user, folder.now, folder.exists) == (1001, "bob", 1_700_000_500, True)
+    assert [lease.id for lease in folder.leases] == ["0123456789abcdef"]
+    assert {u.file: u.why for u in folder.unreadable} == {
+        "x.lease": "not UTF-8 text", "y.lease": "not a tfcompose lease (schema 1)", "z.lease": "not UTF-8 text"}
+    assert next(u for u in folder.unreadable if u.file == "y.lease").owner == "uid 1000"
+    assert folder.sessions == {"fedcba9876543210": True, "0000000000000000": False}
+    assert len(folder.lines) == 5      # every entry line the host listed counts in the fingerprint
+
+
+def test_the_fingerprint_is_the_hosts_and_leaves_out_this_ups_own_files():
+    import hashlib
+    lines = [look_line("a.lease", 1, "u", b"{}"), look_line("b.lease", 1, "u", b"{}")]
+    folder = lf.parse_look("\n".join(lines))
+    assert lf.fingerprint(folder, set()) == hashlib.sha256("".join(f"{x}\n" for x in lines).encode()).hexdigest()
+    assert lf.fingerprint(folder, {"a.lease"}) == hashlib.sha256(f"{lines[1]}\n".encode()).hexdigest()
+    assert lf.fingerprint(lf.parse_look(""), set()) == hashlib.sha256(b"").hexdigest()

@@ -1,0 +1,315 @@
+"""The lease stage's host side (leases_host.sh, run here with sh as it runs on a host) and its
+answers read back: sessions that end with their launcher, check-and-write that two launchers
+cannot both pass, a folder every user writes and nobody can empty for another."""
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from launcher.errors import RemoteError
+from launcher.plan import make
+from launcher.reporter import RecordingReporter
+from launcher.ssh.connection import Result
+from launcher.ssh.fanout import fan_out
+from launcher.stages import lease_files as lf, leases
+from support.builders import cluster as a_cluster
+from support.fakes import FakeConnection
+
+UID = os.getuid()
+
+
+def host(folder: Path, what: str, *args: str, stdin: str = "", user: str | None = None) -> subprocess.CompletedProcess:
+    command = leases.host_command(what, str(folder), *args)
+    if user:
+        command = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *command]
+    return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=60)
+
+
+def writes(*files: tuple[str, str]) -> str:
+    return "".join(f"write {name} {base64.b64encode(text.encode()).decode()}\n" for name, text in files)
+
+
+def a_lease(uid: int = UID, cluster: str = "demo", session: str = "0" * 16) -> lf.Lease:
+    return lf.Lease("1" * 16, cluster, "h0", "", "alice", "alice@laptop", session, 1_700_000_000,
+                    lf.gpus_of([0]), frozenset({2222}), uid=uid)
+
+
+def looked(folder: Path, user: str | None = None) -> lf.Folder:
+    answer = host(folder, "look", user=user)
+    assert answer.returncode == 0, answer.stderr
+    return lf.parse_look(answer.stdout)
+
+
+class Session:
+    """A launcher's session on the host: alive while its stdin (the SSH channel) stays open."""
+
+    def __init__(self, folder: Path, sid: str, user: str | None = None):
+        command = leases.host_command("session", str(folder), sid)
+        if user:
+            command = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *command]
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     start_new_session=True)
+        self.said = self.proc.stdout.readline().decode().strip()
+
+    def end(self) -> None:
+        self.proc.stdin.close()          # what closing the SSH connection does to it
+        self.proc.wait(10)
+
+
+def test_a_session_makes_a_folder_everyone_writes_and_ends_with_its_launcher(tmp_path):
+    folder = tmp_path / "var" / "leases"
+    session = Session(folder, "a" * 16)
+    assert session.said == "held"
+    assert oct(folder.stat().st_mode & 0o7777) == "0o1777"       # like /tmp: sticky, everyone writes
+    assert looked(folder).sessions == {"a" * 16: True}
+    session.end()
+    assert not (folder / ("a" * 16 + ".session")).exists()
+    assert looked(folder).sessions == {}
+
+
+def test_a_session_whose_processes_were_killed_is_dead_though_its_file_is_left(tmp_path):
+    session = Session(tmp_path, "b" * 16)
+    os.killpg(session.proc.pid, signal.SIGKILL)          # sshd restarted, the host rebooted…
+    session.proc.wait(10)
+    assert (tmp_path / ("b" * 16 + ".session")).exists()
+    assert looked(tmp_path).sessions == {"b" * 16: False}
+
+
+def test_check_and_write_refuses_when_the_files_changed_since_the_look(tmp_path):
+    Session(tmp_path, "c" * 16).end()
+    before = looked(tmp_path)
+    name = lf.lease_file("demo", "h0", UID)
+    print_ = lf.fingerprint(before, set())
+    assert host(tmp_path, "change", print_, stdin=writes((name, lf.lease_text(a_lease())))).stdout == "done\n"
+    again = host(tmp_path, "change", print_, stdin=writes(("other.h0.0.lease", "{}")))
+    assert (again.returncode, again.stdout) == (4, "changed\n") and not (tmp_path / "other.h0.0.lease").exists()
+    # The files this change writes itself (other hosts of the same `up` in this folder) do not count.
+    assert host(tmp_path, "change", print_, name, stdin=writes(("x.h1.0.lease", "{}"))).returncode == 0
+
+
+def test_of_two_launchers_checking_and_writing_at_once_exactly_one_wins(tmp_path):
+    Session(tmp_path, "d" * 16).end()
+    print_ = lf.fingerprint(looked(tmp_path), set())
+    results = []
+
+    def take(cluster: str) -> None:
+        results.append(host(tmp_path, "change", print_, stdin=writes((lf.lease_file(cluster, "h0", UID), "{}"))).returncode)
+
+    for _ in range(5):
+        for f in tmp_path.glob("*.lease"):
+            f.unlink()
+        print_ = lf.fingerprint(looked(tmp_path), set())
+        results.clear()
+        threads = [threading.Thread(target=take, args=(c,)) for c in ("one", "two", "three")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(results) == [0, 4, 4] and len(list(tmp_path.glob("*.lease"))) == 1
+
+
+def test_what_look_lists_is_bounded_and_only_regular_files_with_plain_names(tmp_path):
+    Session(tmp_path, "e" * 16).end()
+    (tmp_path / "ok.h0.0.lease").write_text("{}")
+    (tmp_path / "link.h0.0.lease").symlink_to("/etc/shadow")
+    os.mkfifo(tmp_path / "pipe.h0.0.lease")
+    (tmp_path / "we$(id)ird.lease").write_text("{}")
+    (tmp_path / "big.h0.0.lease").write_text("x" * 100_000)
+    start = time.monotonic()
+    folder = looked(tmp_path)
+    assert time.monotonic() - start < 5                    # a FIFO is never opened
+    names = [line.split()[1] for line in folder.lines]
+    assert names == ["big.h0.0.lease", "ok.h0.0.lease"]
+    big = next(u for u in folder.unreadable if u.file == "big.h0.0.lease")
+    assert big.why.startswith("longer than")
+
+
+def test_a_folder_that_cannot_be_used_is_named_with_what_to_do(tmp_path):
+    (tmp_path / "file").write_text("")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    for folder, says in ((tmp_path / "file" / "leases", "cannot make the lease folder"),
+                         (tmp_path / "link", "is a symbolic link")):
+        session = Session(folder, "f" * 16)
+        assert session.said == "" and says in session.proc.stderr.read().decode()
+        assert session.proc.wait(10) == 3
+
+
+needs_root = pytest.mark.skipif(os.getuid() != 0 or shutil.which("setpriv") is None,
+                                reason="plays a second user with setpriv (root only)")
+
+
+@pytest.fixture
+def shared():
+    """A folder other users can write in, as /var/tmp (pytest's own are root's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="tfc-leases-", dir="/tmp"))
+    folder.chmod(0o1777)
+    yield folder
+    shutil.rmtree(folder)
+
+
+@needs_root
+def test_another_users_lease_is_never_removed_or_replaced_and_its_break_is_a_tombstone(shared):
+    folder = shared / "leases"
+    Session(folder, "1" * 16, user="65534").end()          # `nobody` made the folder: mode 1777
+    lease = a_lease(uid=65534)
+    name = lf.lease_file("demo", "h0", 65534)
+    assert host(folder, "change", "-", stdin=writes((name, lf.lease_text(lease))), user="65534").returncode == 0
+    # Another user (not root: root may do anything) cannot remove it, nor write under its name.
+    other = "65533"
+    assert host(folder, "change", "-", stdin=f"remove {name}\n", user=other).returncode == 0
+    assert (folder / name).exists()
+    refused = host(folder, "change", "-", stdin=writes((name, "{}")), user=other)
+    assert refused.returncode == 3 and "cannot write" in refused.stderr and (folder / name).read_text() != "{}"
+    # What breaking does instead: a tombstone of its own, beside it.
+    stone = lf.tombstone_file(lease.id, 65533)
+    assert host(folder, "change", "-", stdin=writes((stone, "{}")), user=other).returncode == 0
+    assert (folder / stone).stat().st_uid == 65533
+    assert host(folder, "release", "demo", "h0", user=other).stdout == "released 0\n"
+    assert host(folder, "release", "demo", "h0", user="65534").stdout == "released 1\n"
+
+
+@needs_root
+def test_a_folder_another_user_made_private_is_refused_naming_owner_and_mode(shared):
+    folder = shared / "leases"
+    folder.mkdir(mode=0o755)
+    session = Session(folder, "2" * 16, user="65534")
+    said = session.proc.stderr.read().decode()
+    assert session.said == "" and "cannot write in the lease folder" in said and "(owner root, mode 755)" in said
+    assert "set lease_dir in the inventory" in said
+
+
+def test_the_change_script_writes_only_lease_folder_names(tmp_path):
+    Session(tmp_path, "3" * 16).end()
+    for bad in ("../x.lease", ".hidden.lease", "x.sh", "a b.lease"):
+        answer = host(tmp_path, "change", "-", stdin=writes((bad, "{}")))
+        assert answer.returncode == 2, bad
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+# --- the stage itself, its hosts two folders here (two machines), the host script run locally ---
+
+
+class LocalHost(FakeConnection):
+    """The one fake connection, answering each command by running it here, as the host would."""
+
+    def __init__(self, name: str):
+        super().__init__(host=name)
+        self.held: list[subprocess.Popen] = []
+
+    def run(self, command, check: bool = True, stdin: bytes | None = None, **kw) -> Result:
+        self.commands.append(command)
+        done = subprocess.run(command, input=stdin or b"", capture_output=True, timeout=60)
+        result = Result(done.returncode, done.stdout.decode(), done.stderr.decode())
+        if check and not result.ok:
+            raise RemoteError(self.host.name, command, result.status, result.stderr)
+        return result
+
+    @property
+    def client(self):
+        return self
+
+    def hold(self, command, ready: str):
+        proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+        assert proc.stdout.readline().decode().strip() == ready
+        self.held.append(proc)
+        return proc
+
+    def close(self) -> None:
+        for proc in self.held:
+            proc.stdin.close()
+            proc.wait(10)
+
+
+class LocalGroup:
+    """What the stage uses of a Group: the cluster, a reporter, `run` on every host at once."""
+
+    def __init__(self, cluster):
+        self.cluster, self.reporter = cluster, RecordingReporter()
+        self.conns = {h.name: LocalHost(h.name) for h in cluster.hosts}
+
+    def run(self, step, fn, hosts=None):
+        return fan_out(self.cluster.hosts if hosts is None else hosts, step, lambda h: fn(h, self.conns[h.name]))
+
+    def close(self) -> None:
+        for conn in self.conns.values():
+            conn.close()
+
+
+def two_machines(tmp_path: Path, name: str = "c", gpus=0, port: int = 2222):
+    base = a_cluster(2)
+    hosts = tuple(replace(h, lease_dir=str(tmp_path / f"machine{i}"), gpus=gpus, tf_port=port + i)
+                  for i, h in enumerate(base.hosts))
+    return replace(base, hosts=hosts, spec=base.spec.model_copy(update={"cluster": name}))
+
+
+@pytest.fixture
+def groups():
+    made = []
+
+    def group(cluster) -> LocalGroup:
+        made.append(LocalGroup(cluster))
+        return made[-1]
+    yield group
+    for g in made:
+        g.close()
+
+
+def test_a_host_held_on_one_machine_refuses_the_up_and_nothing_is_written_on_the_other(tmp_path, groups):
+    holder = two_machines(tmp_path, "holder", gpus=[0])
+    held = groups(holder)
+    leases.take(held, make(holder))
+    leases.release(held, [holder.hosts[1]])                     # now it holds machine 0 alone
+    mine = two_machines(tmp_path, "mine", gpus=[0])
+    with pytest.raises(leases.LeasesRefused) as refused:
+        leases.take(groups(mine), make(mine))
+    assert str(refused.value).splitlines()[1].startswith("  h0: in use by ") and "refused on 1 of 2" in str(refused.value)
+    assert [p.name for p in (tmp_path / "machine1").glob("*.lease")] == []
+
+
+def test_when_one_machines_folder_changed_under_the_write_the_others_are_written_back(tmp_path, groups):
+    mine = two_machines(tmp_path, "mine")
+    group = groups(mine)
+    sessions = group.run("lease", lambda h, c: leases.open_session(h, c, group.reporter)).succeeded
+    own = lf.lease_file("mine", "h0", UID)
+    (tmp_path / "machine0" / own).write_text(lf.lease_text(replace(a_lease(), cluster="mine")))   # an earlier run's
+    before = (tmp_path / "machine0" / own).read_text()
+    rounds = leases.assess(group, make(mine), sessions, leases.new_key(), "me@here", False)
+    (tmp_path / "machine1" / "someone.h9.0.lease").write_text("{}")   # another launcher, just now
+    assert leases.commit(group, rounds) is False
+    assert (tmp_path / "machine0" / own).read_text() == before       # written back as it was
+    assert not (tmp_path / "machine1" / lf.lease_file("mine", "h1", UID)).exists()
+
+
+def test_a_queued_up_says_whom_it_waits_for_and_takes_its_turn_once_they_give_back(tmp_path, groups):
+    holder, mine = two_machines(tmp_path, "holder", gpus=[0, 1]), two_machines(tmp_path, "mine", gpus=[1], port=3333)
+    held = groups(holder)
+    leases.take(held, make(holder))
+    waiting = groups(mine)
+    done: list = []
+    thread = threading.Thread(target=lambda: done.append(leases.take(waiting, make(mine), queue=True, poll_s=0.2)))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not any(s == "queued" for _, s, _ in waiting.reporter.events) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        line = next(d for h, s, d in waiting.reporter.events if h == "h0" and s == "queued")
+        assert line.startswith("waiting: in use by ") and "cluster holder (from " in line and line.endswith(": GPUs 1")
+        assert len(list((tmp_path / "machine0").glob("*.ticket"))) == 1 and done == []
+    finally:
+        leases.release(held)
+        thread.join(20)
+    assert done and set(done[0].rounds) == {"h0", "h1"}
+    for machine in ("machine0", "machine1"):
+        assert [p.name for p in (tmp_path / machine).glob("*.ticket")] == []
+        assert [p.name for p in (tmp_path / machine).glob("*.lease")] == [f"mine.h{machine[-1]}.{UID}.lease"]
