@@ -1,4 +1,4 @@
-"""B10 leases: what taking leases adds to every `up`, on 1, 2, 4 and 8 sshd hosts on loopback.
+"""B11 leases: what taking leases adds to every `up`, on 1, 2, 4 and 8 sshd hosts on loopback.
 
     python bench/leases.py [REPEATS]
 
@@ -82,7 +82,7 @@ def report(results: dict, repeats: int) -> None:
         (t, _), (lease, spread) = summary(runs["true"]), summary(runs["leases"])
         rows.append(f"| {n} | {'100 stale leases' if crowded == 'True' else 'empty'} | {t * 1000:.0f} | "
                     f"{lease * 1000:.0f} | {spread * 1000:.0f} | {lease / t:.1f}× |")
-    write_section("leases", f"""## B10 Leases: what taking them adds to `up`
+    write_section("leases", f"""## B11 Leases: what taking them adds to `up`
 
 {machine()}; {repeats} repetitions each (`python bench/leases.py {repeats}`). On sshd hosts on
 loopback (one machine: one shared lease folder). `true`: one SSH command on every host at once,

@@ -5,7 +5,6 @@ is gone removed by the next start and by `down`; a collected run served from thi
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
