@@ -19,7 +19,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from trainer import models
+from trainer import allreduce, models
 from trainer.backup import OwnCopyBackupAndRestore, SearchState
 from trainer.config import TrainConfig
 from trainer.data import Data
@@ -193,6 +193,7 @@ def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str,
     tf.keras.utils.set_random_seed(cfg.seed)  # the same initial weights on every worker
     model = compile_candidate(trial.candidate, trial.learning_rate, cfg, data, strategy)
     train, val = data.batches(trial.batch_per_replica * strategy.num_replicas_in_sync)
+    wire = allreduce.enable(model, trial, cfg, data, strategy, lambda line: log(f"[{task}] {trial.name} {line}"))
     history = f"history/{safe_name(trial.name)}.csv"
     with write_dir(Path(cfg.results_dir), chief) as out:
         progress = EpochProgress(trial.name, task, data.train_count, cfg.epochs, log, out / history if chief else None,
@@ -212,6 +213,7 @@ def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str,
         "images_per_second": round(data.train_count * epochs_run / max(sum(progress.train_seconds), 1e-9), 1),
         "epochs": cfg.epochs, "epochs_run": epochs_run, "resumed_from_epoch": resumed,
         "stopped_early": resumed + epochs_run < cfg.epochs, "params": int(model.count_params()), "history": history,
+        "allreduce": wire,
         # Every worker runs it, the chief keeps it: reading batch normalisation's moving statistics
         # (sync-on-read variables) is an all-reduce under MWMS, so one worker alone would hang or
         # mismatch the others' next collective (measured: "Shape mismatch in the collective").

@@ -30,3 +30,17 @@ def test_a_rebuilt_image_or_a_changed_dataset_source_is_a_new_run_and_nothing_el
            for image, data in (("sha256:a", ""), ("sha256:b", ""), ("sha256:a", "d1"), ("sha256:a", "d2"))}
     assert len(ids) == 4 and made.run_id not in ids
     assert plan_mod.complete(made, {}, {}, "sha256:a").run_id == plan_mod.complete(made, {}, {}, "sha256:a").run_id
+
+
+def test_the_measured_link_reaches_train_yaml_only_for_auto_and_never_over_the_users_figure():
+    import yaml
+    from launcher.stages import render
+    for train, expected in (({"allreduce": "auto"}, 94.1), ({"allreduce": {"auto": True, "link_mbit_s": 10.0}}, 10.0),
+                            ({"allreduce": {"dtype": "bfloat16"}}, None), ({}, None)):
+        made = plan_mod.make(cluster(2, train=train))
+        measured = plan_mod.measured(made, 94.1234)
+        assert measured.run_id == made.run_id          # measured again, still the same run
+        config = yaml.safe_load(render.render_host(measured, measured.cluster.hosts[1])["train.yaml"])
+        assert config["allreduce"]["link_mbit_s"] == expected, train
+    unmeasured = plan_mod.measured(plan_mod.make(cluster(2, train={"allreduce": "auto"})), None)
+    assert unmeasured.train_config().allreduce.link_mbit_s is None
