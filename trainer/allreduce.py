@@ -71,8 +71,8 @@ def choose(settings: AllreduceConfig, params: int, replicas: int, steps_per_epoc
     if replicas < 2:
         return Choice(dtype, every, True, "auto: one replica, no gradient crosses a link")
     if settings.link_mbit_s is None or not step_ms:
-        return Choice(dtype, every, True, "auto: no link measurement (preflight's links check did not run: "
-                                          "one host, or the cluster was already running)")
+        return Choice(dtype, every, True, "auto: no link_mbit_s (`up` measures it with 2+ hosts not yet "
+                                          "running; elsewhere write it)")
     return _fit_to_link(settings, params, replicas, steps_per_epoch, step_ms)
 
 

@@ -80,7 +80,7 @@ def test_auto_never_changes_what_the_user_wrote():
 
 
 def test_auto_without_a_measured_link_or_a_peer_keeps_float32_and_says_why():
-    assert "no link measurement" in choose(auto(), SMALL_CNN, 2, 100, step_ms=25).why
+    assert "no link_mbit_s" in choose(auto(), SMALL_CNN, 2, 100, step_ms=25).why
     single = choose(auto(link_mbit_s=1), SMALL_CNN, 1, 100, step_ms=25)
     assert single.stock and "one replica" in single.why
     assert not needs_step_time(auto(), 2) and not needs_step_time(auto(link_mbit_s=1), 1)
