@@ -4,7 +4,9 @@ A firewall that blocks the TF port between two hosts otherwise shows up as a run
 the join watchdog fires, unable to say which link is closed. Here every host listens briefly on
 its `tf_port` (answering with its name, so a stray listener is told apart), every host connects
 to every other host's, and the result is a matrix. A closed link stops `up` naming both hosts and
-the port, with the firewall line that opens it for the cluster's hosts only.
+the port, with the firewall line that opens it for the cluster's hosts only. Over each open link
+a host then sends a few MB (bounded in bytes and seconds) and the peer counts them: the matrix
+shows each link's throughput, and `allreduce: auto` trains by the slowest (plan.measured).
 
 The probes are small Python programs, run by the host's python3 or, without one, by python3 in
 the trainer image (which `up` has just put there).
