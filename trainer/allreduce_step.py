@@ -92,7 +92,9 @@ def _train_step(model, tvars, window, update, every: int, steps_per_epoch: int):
             loss = model.compute_loss(x, y, y_pred, sample_weight)
             if _loss_scaled(model.optimizer):
                 loss = model.optimizer.get_scaled_loss(loss)
-        grads = tape.gradient(loss, tvars)
+        # dense and present: one packed all-reduce takes neither IndexedSlices (embeddings) nor None
+        grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                 for g, v in zip(tape.gradient(loss, tvars), tvars)]
         if every == 1:
             update(grads)
         else:

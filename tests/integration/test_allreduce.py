@@ -45,6 +45,8 @@ def test_casting_and_accumulation_update_as_float32_every_step_where_the_arithme
     assert seen["bfloat16_exact_is_float32"] and seen["float16_exact_is_float32"], seen
     assert seen["float16_overflow"] == {"same_as_float32": True, "fallbacks": 5}, seen
     assert 0 < seen["bfloat16_relative_to_float32"] < 2 ** -6 and 0 < seen["float16_relative_to_float32"] < 2 ** -9, seen
+    # an embedding's IndexedSlices and an unused layer's None: densified, as tf_keras trains them
+    assert seen["embedding_relative_to_stock"] < 1e-5 and seen["embedding_bfloat16_every2_finite"], seen
 
 
 def test_two_workers_bfloat16_every_4_agree_and_trace_one_bfloat16_gradient_allreduce_per_4_steps(
