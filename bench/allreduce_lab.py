@@ -144,10 +144,12 @@ def report(raw: dict) -> None:
     links_row = "; ".join(f"{link} {summary(v)[0]:,.0f} Mbit/s (spread {summary(v)[1]:,.0f})"
                           for link, v in raw["links_mbit_s"].items() if v)
     loads = [r["load"] for runs in raw["cases"].values() for v in runs.values() for r in v]
+    done = sorted({len(v) for runs in raw["cases"].values() for v in runs.values()})
+    reps = f"{done[0]} repetitions" if len(done) == 1 else f"{done[0]}–{done[-1]} repetitions (of {raw['repeats']} planned)"
     write_section("allreduce-lab", f"""
 ## B1c `allreduce:` across two LAN-lab hosts: float32 every step against `auto`
 
-{raw['machine']}; CPU flags: {raw['cpu_flags']}; {raw['repeats']} repetitions, interleaved; load
+{raw['machine']}; CPU flags: {raw['cpu_flags']}; {reps}, interleaved; load
 average during the runs: median {summary(loads)[0]:.1f} (min {min(loads):.1f}, max {max(loads):.1f}) on 2 cores.
 Two MWMS workers of the trainer (worker i pinned to core i), each in its own network namespace
 of the LAN lab with every link shaped by `tc tbf`, against the same two workers over loopback, in
@@ -169,7 +171,27 @@ repetitions.
 Why, as the first repetition's trainer logged it and wrote it to results.json:
 
 {chr(10).join(whys)}
+
+{analysis(raw)}
 """)
+
+
+def analysis(raw: dict) -> str:
+    """The targets of issue #32, read off the medians: ≥ 0.9 of the loopback rate at 1 Gbit/s, ≥ 0.6
+    at 100 Mbit/s, val_accuracy within 0.01 of float32 every step."""
+    lines = []
+    for case, runs in raw["cases"].items():
+        base = summary([r["img_s"] for r in runs["loopback/float32"]])[0]
+        for link, goal in (("1gbit", 0.9), ("100mbit", 0.6)):
+            auto = runs[f"{link}/auto"]
+            if not auto:
+                continue
+            ratio = summary([r["img_s"] for r in auto])[0] / base
+            gap = summary([a["val_accuracy"] - f["val_accuracy"] for a, f in zip(auto, runs[f"{link}/float32"])])[0]
+            lines.append(f"- `{case}` at {link}: auto runs at **{ratio:.2f}** of the loopback rate (goal ≥ {goal}: "
+                         f"{'met' if ratio >= goal else 'missed'}); val_accuracy {gap:+.4f} against float32 every step "
+                         f"on the same link (goal within 0.01: {'met' if abs(gap) <= 0.01 else 'missed'}).")
+    return "Against the goals of issue #32 (medians):\n\n" + "\n".join(lines)
 
 
 if __name__ == "__main__":
