@@ -84,4 +84,5 @@ logs:  ## follow the chief: the cluster's when HOSTS is given or inventory.yaml 
 	  $(MAKE) -s $(BIN)/.launcher && $(TFC) logs -i $(HOSTS); else docker compose logs -f chief; fi
 
 bench: venv  ## run bench/*.py and rewrite docs/benchmarks.md (BASE_IMAGE=... for the image they build)
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	for b in bench/[!c]*.py; do BASE_IMAGE=$(BASE_IMAGE) $(BIN)/python $$b || exit 1; done

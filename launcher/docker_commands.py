@@ -119,19 +119,23 @@ _PY = ('if command -v python3 >/dev/null 2>&1; then py() { exec python3 "$@"; };
 _PROBE_FILES = 'f="${TMPDIR:-/tmp}/tfcompose-links-$(id -u)-$name"; '
 
 
-def probe_listen(name: str, image: str, script: str, port: int, seconds: float) -> list[str]:
-    """A listener on the port, in the background for `seconds`; prints `bound` once it listens."""
+def probe_listen(name: str, image: str, script: str, port: int, seconds: float, read_s: float, cap: int) -> list[str]:
+    """A listener on the port, in the background for `seconds`; prints `bound` once it listens.
+    Each connection gets the name, then what the peer sends is counted (≤ read_s, ≤ 2 × cap bytes)."""
     return ["sh", "-c", 'name=$1 image=$2; ' + _PY + _PROBE_FILES +
-            'py -c "$3" "$4" "$5" "$1" < /dev/null > "$f.out" 2>&1 & echo $! > "$f.pid"; '
+            'py -c "$3" "$4" "$5" "$1" "$6" "$7" < /dev/null > "$f.out" 2>&1 & echo $! > "$f.pid"; '
             'for i in $(seq 100); do grep -q bound "$f.out" 2>/dev/null && break; '
             'kill -0 $! 2>/dev/null || break; sleep 0.1; done; '
             'if grep -q bound "$f.out"; then echo bound; else tail -n 3 "$f.out" >&2; exit 1; fi',
-            "sh", name, image, script, str(port), f"{seconds:g}"]
+            "sh", name, image, script, str(port), f"{seconds:g}", f"{read_s:g}", str(cap)]
 
 
-def probe_connect(image: str, script: str, timeout: float, targets: list[str]) -> list[str]:
-    """Connect to each `name|address|port`; prints a JSON object name → 'open' or why not."""
-    return ["sh", "-c", 'image=$1; ' + _PY + 'shift; py -c "$@"', "sh", image, script, f"{timeout:g}", *targets]
+def probe_connect(image: str, script: str, timeout: float, targets: list[str], send_s: float, cap: int,
+                  budget_s: float) -> list[str]:
+    """Connect to each `name|address|port`, then send to each open one in turn for ≤ send_s or ≤ cap
+    bytes (≤ budget_s in all); prints JSON {"reach": name → 'open' or why not, "mbit_s": name → rate}."""
+    return ["sh", "-c", 'image=$1; ' + _PY + 'shift; py -c "$@"', "sh", image, script, f"{timeout:g}",
+            f"{send_s:g}", str(cap), f"{budget_s:g}", *targets]
 
 
 def probe_stop(name: str) -> list[str]:

@@ -6,7 +6,9 @@ It is made in two steps, and only these: `make(cluster)` from the inventory alon
 `validate`, `render` and the commands attaching to a running cluster need), then, in `up`, once,
 `complete(...)` with what was found: each host's NIC and GPU count (cluster_rules.decide) and the
 identity of what the hosts will run (the image built here, the dataset_source digest), which the
-run id covers. The stages read the plan and never change it.
+run id covers. Once the links are checked, `measured(...)` adds the slowest link's throughput for
+`allreduce: auto` (not in the run id: a link measured again is the same run). The stages read the
+plan and never change it.
 """
 from __future__ import annotations
 
@@ -35,6 +37,8 @@ class Plan:
     # when the inventory names none, and the GPUs each host gets under gpus_per_host: min.
     nics: dict[str, str] = field(default_factory=dict)
     gpu_overrides: dict[str, Any] = field(default_factory=dict)
+    # The slowest host-to-host link preflight measured (Mbit/s): `allreduce: auto` weighs it.
+    link_mbit_s: Optional[float] = None
 
     def nic(self, host: Host) -> Optional[str]:
         return host.nic or self.nics.get(host.name)
@@ -51,6 +55,8 @@ class Plan:
             chief = host.name == self.cluster.chief.name
             update["search"] = cfg.search.model_copy(update={
                 "queue": self.queue_for(host), "hosts": [h.name for h in self.cluster.hosts] if chief else None})
+        if cfg.allreduce.auto and cfg.allreduce.link_mbit_s is None and self.link_mbit_s is not None:
+            update["allreduce"] = cfg.allreduce.model_copy(update={"link_mbit_s": self.link_mbit_s})
         return cfg.model_copy(update=update) if update else cfg
 
     def queue_for(self, host: Host) -> str:
@@ -87,6 +93,11 @@ def complete(plan: Plan, nics: dict[str, str], gpu_overrides: dict[str, Any], im
     dataset_source is then a new run (new containers), as a changed inventory is."""
     return replace(plan, nics=nics, gpu_overrides=gpu_overrides,
                    run_id=run_id(plan.cluster, plan.code_hash, image=image_id, data=dataset_digest))
+
+
+def measured(plan: Plan, link_mbit_s: Optional[float]) -> Plan:
+    """The plan with the slowest link's throughput (None: not measured), to 3 significant digits."""
+    return replace(plan, link_mbit_s=None if link_mbit_s is None else float(f"{link_mbit_s:.3g}"))
 
 
 # How the image reaches the hosts does not change what they run: no new containers for it.

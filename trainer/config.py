@@ -157,6 +157,20 @@ class SearchConfig(_Strict):
                 or self.max_epochs is not None)
 
 
+class AllreduceConfig(_Strict):
+    # The number format the gradients cross the network in (cast before the all-reduce, back to
+    # float32 after): bfloat16 and float16 halve the bytes; float16 is scaled so small gradients survive.
+    dtype: Optional[Literal["float32", "bfloat16", "float16"]] = field(
+        None, expected="'float32', 'bfloat16' or 'float16'")
+    # Sum this many steps' gradients on each worker, then all-reduce and update once (N× the global batch).
+    every: Optional[StrictIntT] = field(None, expected="an integer 1–1024", ge=1, le=1024)
+    # Pick dtype and every (those not written here) from the measured link: all-reduce ≤ 10 % of a step.
+    auto: bool = field(False, expected="true or false", strict=True)
+    # The slowest host-to-host link, Mbit/s: written by `up` from preflight's links check (auto's input).
+    link_mbit_s: Optional[Annotated[float, Field(gt=0, le=10_000_000)]] = field(
+        None, expected="a number of Mbit/s > 0")
+
+
 class TrainConfig(_Strict):
     # The images to train and validate on.
     dataset: DatasetConfig = field(DatasetConfig(), expected="a mapping")
@@ -198,6 +212,9 @@ class TrainConfig(_Strict):
     # is what is logged) or all_workers (tf_keras's own way: read across the workers after every
     # step, several small all-reduces per step, for a per-step callback that needs the global values).
     step_metrics: Literal["local", "all_workers"] = field("local", expected="'local' or 'all_workers'")
+    # Gradient all-reduce: wire dtype, accumulation over steps, or auto from the measured link
+    # (`allreduce: auto` is short for {auto: true}; trainer/allreduce.py).
+    allreduce: AllreduceConfig = field(AllreduceConfig(), expected="a mapping (dtype, every, auto) or auto")
     # Collective implementation: auto = NCCL when GPUs are present, RING otherwise.
     communication: Literal["auto", "ring", "nccl"] = field("auto", expected="'auto', 'ring' or 'nccl'")
     # Seconds to wait for every peer to join before naming the missing ones and exiting.
@@ -209,6 +226,11 @@ class TrainConfig(_Strict):
         if steps is not None and not 0 <= steps[0] < steps[1]:
             raise ValueError("two step numbers [first, last) with 0 ≤ first < last")
         return steps
+
+    @field_validator("allreduce", mode="before")
+    @classmethod
+    def _auto_shorthand(cls, value):
+        return {"auto": True} if value == "auto" else value
 
     @field_validator("candidates", mode="before")
     @classmethod

@@ -71,3 +71,22 @@ def collective_ops(trace: Path) -> dict[str, int]:
             op = ev.name.split(":")[0]
             counts[op] = counts.get(op, 0) + 1
     return counts
+
+
+def collective_dtypes(log_dir: Path) -> dict[str, str]:
+    """Each all-reduce of the training step's graph → its dtype, by op name. A trace names the ops
+    that ran but carries no dtype (only keys and step ids): the graph does. It is the one the
+    trainer's TensorBoard callback writes (`tensorboard/<trial>/train/events…`); a traced
+    `cond_1/then/_10/cond_1/CollectiveReduceV2` is the graph's `cond_1/CollectiveReduceV2`."""
+    from tensorflow.core.util import event_pb2
+    found: dict[str, str] = {}
+    for events in sorted(Path(log_dir).rglob("events.out.tfevents*")):
+        for record in tf.data.TFRecordDataset(str(events)):
+            event = event_pb2.Event.FromString(record.numpy())
+            if not event.HasField("graph_def"):
+                continue
+            graph = tf.compat.v1.GraphDef.FromString(event.graph_def)
+            for node in [*graph.node, *(n for f in graph.library.function for n in f.node_def)]:
+                if "CollectiveReduce" in node.op:
+                    found[node.name] = tf.dtypes.as_dtype(node.attr["T"].type).name
+    return found

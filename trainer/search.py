@@ -19,7 +19,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from trainer import hparams, models
+from trainer import allreduce, hparams, models
 from trainer.backup import OwnCopyBackupAndRestore, SearchState
 from trainer.config import TrainConfig
 from trainer.data import Data
@@ -210,6 +210,7 @@ def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str,
     except (ValueError, TypeError) as exc:    # the builder refused these values
         raise TrialFailed(f"{trial.name} could not be built ({type(exc).__name__}): {exc}") from exc
     train, val = data.batches(trial.batch_per_replica * strategy.num_replicas_in_sync)
+    wire = allreduce.enable(model, trial, cfg, data, strategy, lambda line: log(f"[{task}] {trial.name} {line}"))
     history = f"history/{safe_name(trial.name)}.csv"
     with write_dir(Path(cfg.results_dir), chief) as out:
         progress = EpochProgress(trial.name, task, data.train_count, epochs, log, out / history if chief else None,
@@ -229,6 +230,7 @@ def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str,
         "images_per_second": round(data.train_count * epochs_run / max(sum(progress.train_seconds), 1e-9), 1),
         "epochs": epochs, "epochs_run": epochs_run, "resumed_from_epoch": resumed,
         "stopped_early": resumed + epochs_run < epochs, "params": int(model.count_params()), "history": history,
+        "allreduce": wire,
         # Every worker runs it, the chief keeps it: reading batch normalisation's moving statistics
         # (sync-on-read variables) is an all-reduce under MWMS, so one worker alone would hang or
         # mismatch the others' next collective (measured: "Shape mismatch in the collective").

@@ -126,7 +126,7 @@ def _run_checks(cluster: Cluster) -> list[Problem]:
         return []
     if spec.train is not None:
         return [Problem(("run",), "Received both train and run", "exactly one of them: the built-in trainer "
-                        "(train) or your own program (run)")]
+                        "(train) or your own program (run)")] + _allreduce_with_run(spec.train)
     problems, folder = [], cluster.code_dir
     if not folder.is_dir():
         problems.append(Problem(("run", "code_dir"), f"Received {str(folder)!r}", "an existing folder with your code"))
@@ -136,6 +136,15 @@ def _run_checks(cluster: Cluster) -> list[Problem]:
         problems.append(Problem(("image_mode",), f"Received {spec.image_mode!r} with run",
                                 "'ship': your code is baked into an image layer built on this machine"))
     return problems
+
+
+def _allreduce_with_run(train) -> list[Problem]:
+    """`allreduce` (auto above all) shapes the built-in trainer's step: a `run:` program makes its own."""
+    if "allreduce" not in train.model_fields_set:
+        return []
+    setting = "auto" if train.allreduce.auto else "allreduce settings"
+    return [Problem(("train", "allreduce"), f"Received {setting} with run", "allreduce only with the built-in "
+                    "trainer: a run: program does its own all-reduce (see README: allreduce)")]
 
 
 def _is_loopback(address: str) -> bool:

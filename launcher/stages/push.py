@@ -1,4 +1,5 @@
-"""Push: each host's rendered bundle into <workdir>/<cluster>/, each file atomically and private.
+"""Push: each host's rendered bundle into <workdir>/<cluster>/, each file atomically and private
+(the folder itself is claimed first, before the stages that write into it).
 
 Nothing is sent to a host that already has this exact bundle (its hash is kept beside it).
 """
@@ -6,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Optional
 
 from launcher.ssh.group import Group
 from launcher.inventory.model import Host
@@ -15,19 +17,34 @@ HASH_FILE = ".tfcompose-bundle"
 MARKER_FILE = ".tfcompose-cluster"
 
 
-def push(group: Group, bundles: dict[str, dict[str, str]]) -> dict[str, int]:
-    """Bytes sent per host (0 where the bundle was already there)."""
-    return group.staged("push", lambda h, c: push_host(h, c, bundles[h.name])).succeeded
+def claim(group: Group) -> None:
+    """Each host's <workdir>/<cluster>/ made (private, with results/ and backup/) and marked as
+    tfcompose's own, before the stages that write into it (image relay, dataset cache) run."""
+    group.run("push", lambda h, c: claim_host(h, c)).raise_if_failed()
+
+
+def push(group: Group, bundles: dict[str, dict[str, str]],
+         identities: Optional[dict[str, dict[str, str]]] = None) -> dict[str, int]:
+    """Bytes sent per host (0 where the bundle was already there). `identities`: the bundles that
+    say whether a host already has this one (default: the bundles themselves); `up` leaves the
+    measured link out of them, so a host keeps the figure its run was started with."""
+    identities = identities or bundles
+    return group.staged("push", lambda h, c: push_host(h, c, bundles[h.name], identities[h.name])).succeeded
 
 
 def bundle_hash(files: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
 
 
-def push_host(host: Host, conn, files: dict[str, str]) -> int:
-    digest, root = bundle_hash(files), host.bundle_dir
+def claim_host(host: Host, conn) -> None:
     conn.run(["sh", "-c", 'mkdir -p "$1/results" "$1/backup" && chmod 700 "$1" && '
-              '{ [ -e "$1/$2" ] || printf "%s\\n" "$3" > "$1/$2"; }', "sh", root, MARKER_FILE, marker_text(host)])
+              '{ [ -e "$1/$2" ] || printf "%s\\n" "$3" > "$1/$2"; }', "sh", host.bundle_dir, MARKER_FILE,
+              marker_text(host)])
+
+
+def push_host(host: Host, conn, files: dict[str, str], identity: Optional[dict[str, str]] = None) -> int:
+    """Into the folder `claim` made."""
+    digest, root = bundle_hash(identity or files), host.bundle_dir
     current = conn.run(["cat", f"{root}/{HASH_FILE}"], check=False).stdout.strip()
     if current == digest:
         return 0

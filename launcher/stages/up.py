@@ -1,8 +1,8 @@
 """`up`: the stages in order, on every host; all or nothing.
 
     dataset source → leases (or wait for them: --queue) → preflight (+ cluster rules) → image built
-    here → plan completed → render → push → image on the hosts → dataset (sync, verify) → links →
-    start [→ wait → collect → hooks → leases given back]
+    here → plan completed → each host's folder claimed → image on the hosts → dataset (sync,
+    verify) → links (measured) → render → push → start [→ wait → collect → hooks → leases given back]
 
 The leases come first, before preflight: a host held by another cluster is refused naming who holds
 what (preflight would only find its port busy), and a queued `up` is preflighted once its turn comes.
@@ -52,10 +52,14 @@ def up(cluster: Cluster, reporter=None, parallel: Optional[int] = None, wait_for
             plan = plan_mod.complete(base, found.nics, found.gpu_overrides, shipment.image_id if shipment else "",
                                      digest(source) if source else "")
             leases.name_run(group, held, plan.run_id)
-            pushed = push.push(group, render.render_cluster(plan))
+            push.claim(group)
             images = image.provide(group, plan, shipment)
             datasets = dataset.provide(group, plan, source) if dataset.needed(cluster) else {}
             matrix = links.check(group, plan) if links.needed(plan, facts) else None
+            # The measured link reaches train.yaml (allreduce: auto) but does not make a new bundle:
+            # a host keeps the figure its run started with (an `up` on a running cluster measures none).
+            measured = plan_mod.measured(plan, matrix.slowest_mbit_s if matrix else None)
+            pushed = push.push(group, render.render_cluster(measured), identities=render.render_cluster(plan))
             with held.start():
                 started = start.start(group, plan)
         for host in cluster.hosts:

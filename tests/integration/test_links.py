@@ -1,8 +1,9 @@
 """Host-to-host preflight through a real network: hosts in namespaces of their own, one of them
-with a firewall that drops the TensorFlow port."""
+with a firewall that drops the TensorFlow port; links shaped to a known rate."""
 from __future__ import annotations
 
 import os
+import re
 import uuid
 
 import pytest
@@ -43,5 +44,27 @@ def test_a_closed_link_stops_up_naming_both_hosts_and_an_open_one_shows_in_the_m
     code, out, err = cli(capsys, "preflight", "-i", str(inv))
     assert code == 0, out + err
     matrix = out[out.index("links between hosts"):]
-    assert "CLOSED" not in matrix and matrix.count("open") == 2
+    assert "CLOSED" not in matrix and matrix.count(" Mbit/s") == 2   # open, and measured
     assert "nic eth0" in out  # the interface that routes to the peer, inside each namespace
+
+
+@pytest.fixture
+def slow_lan():
+    require(available(), "network namespaces need root and iproute2")
+    net = Lan(f"ar{os.getpid() % 1000}", subnet="10.213.40").up(2)
+    net.shape("50mbit")
+    yield net
+    net.down()
+
+
+def test_preflight_measures_each_links_throughput_on_the_tf_port(slow_lan, sshd_farm, tmp_path, capsys, trainer_image):
+    hosts = [sshd_farm.start(f"h{i}", 22, TF_PORT, address=slow_lan.address(i), netns=ns)
+             for i, ns in enumerate(slow_lan.hosts)]
+    sshd_farm.known_hosts()
+    inv = write_inventory(sshd_farm, tmp_path / "inv.yaml", f"l{uuid.uuid4().hex[:8]}", hosts, image=trainer_image,
+                          train={"dataset": {"kind": "synthetic"}, "epochs": 1, "allreduce": "auto"})
+    code, out, err = cli(capsys, "preflight", "-i", str(inv))
+    assert code == 0, out + err
+    matrix = out[out.index("links between hosts"):]
+    rates = [float(r.replace(",", "")) for r in re.findall(r"([\d,.]+) Mbit/s", matrix)]
+    assert len(rates) == 2 and all(30 <= r <= 52 for r in rates), matrix     # both ways, each at 50 Mbit/s

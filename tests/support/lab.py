@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from support.netns import Lan, ip
+from support.netns import Lan, burst, ip
 from support.sshd import SSHD, keygen, wait_for_port
 
 ROOT = Path("/tmp/tfcompose-lab")
@@ -258,15 +258,6 @@ def kill_pidfile(pidfile: Path) -> None:
 
 def veth(lan: Lan, ns: str) -> str:
     return lan.veth(int(ns.rsplit('h', 1)[1]))
-
-
-def burst(rate: str) -> str:
-    """tbf's bucket: 10 ms worth of the rate (at least 64 KB), enough for full speed at any HZ."""
-    units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
-    for unit, factor in units.items():
-        if rate.endswith(unit):
-            return f"{max(64_000, int(float(rate[:-len(unit)]) * factor / 8 / 100))}b"
-    raise ValueError(f"rate {rate!r}: expected a number with kbit, mbit or gbit")
 
 
 def available(prefix: str = "tf") -> tuple[bool, str]:

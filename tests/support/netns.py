@@ -52,6 +52,13 @@ class Lan:
             self.hosts.append(ns)
         return self
 
+    def shape(self, rate: str, latency: str = "20ms") -> None:
+        """Every host's link at `rate`, both ways: its uplink (eth0) and downlink (its veth)."""
+        tbf = ["tbf", "rate", rate, "burst", burst(rate), "latency", latency]
+        for i, ns in enumerate(self.hosts):
+            ip("tc", "qdisc", "replace", "dev", self.veth(i), "root", *tbf)
+            ip("tc", "qdisc", "replace", "dev", "eth0", "root", *tbf, ns=ns)
+
     def block(self, i: int, port: int) -> None:
         """Host i's firewall drops the port (as a host firewall would)."""
         ip("iptables", "-I", "INPUT", "-p", "tcp", "--dport", str(port), "-j", "DROP", ns=self.hosts[i])
@@ -81,3 +88,12 @@ class Lan:
 
 def available() -> bool:
     return os.getuid() == 0 and subprocess.run(["ip", "netns", "list"], capture_output=True).returncode == 0
+
+
+def burst(rate: str) -> str:
+    """tbf's bucket: 10 ms worth of the rate (at least 64 KB), enough for full speed at any HZ."""
+    units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+    for unit, factor in units.items():
+        if rate.endswith(unit):
+            return f"{max(64_000, int(float(rate[:-len(unit)]) * factor / 8 / 100))}b"
+    raise ValueError(f"rate {rate!r}: expected a number with kbit, mbit or gbit")

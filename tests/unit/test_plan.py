@@ -45,3 +45,17 @@ def test_reaching_the_hosts_through_a_bastion_is_the_same_run():
     assert plan_mod.make(jumped).run_id == plan_mod.make(direct).run_id
     assert plan_mod.make(replace(direct, hosts=(replace(direct.hosts[0], ssh_port=2200), *direct.hosts[1:]))).run_id \
         != plan_mod.make(direct).run_id            # what reaches the hosts' files still counts
+
+
+def test_the_measured_link_reaches_train_yaml_only_for_auto_and_never_over_the_users_figure():
+    import yaml
+    from launcher.stages import render
+    for train, expected in (({"allreduce": "auto"}, 94.1), ({"allreduce": {"auto": True, "link_mbit_s": 10.0}}, 10.0),
+                            ({"allreduce": {"dtype": "bfloat16"}}, None), ({}, None)):
+        made = plan_mod.make(cluster(2, train=train))
+        measured = plan_mod.measured(made, 94.1234)
+        assert measured.run_id == made.run_id          # measured again, still the same run
+        config = yaml.safe_load(render.render_host(measured, measured.cluster.hosts[1])["train.yaml"])
+        assert config["allreduce"]["link_mbit_s"] == expected, train
+    unmeasured = plan_mod.measured(plan_mod.make(cluster(2, train={"allreduce": "auto"})), None)
+    assert unmeasured.train_config().allreduce.link_mbit_s is None

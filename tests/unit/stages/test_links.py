@@ -1,6 +1,8 @@
 """links: the closed-link message and when links are checked."""
 from __future__ import annotations
 
+import json
+
 from launcher import plan as plan_mod
 from launcher.stages import links
 from support.builders import cluster
@@ -20,3 +22,43 @@ def test_links_are_checked_only_for_hosts_that_train_together_and_are_not_runnin
     assert links.needed(plan_mod.make(cluster(2)), {"h0": {"own_running": "0"}, "h1": {"own_running": "0"}})
     assert not links.needed(plan_mod.make(cluster(2)), {"h0": {"own_running": "1"}, "h1": {"own_running": "0"}})
     assert not links.needed(plan_mod.make(cluster(1)), {"h0": {}})
+
+
+def test_the_matrix_shows_each_measured_link_and_the_ring_goes_at_the_slowest():
+    matrix = links.Matrix(["h0", "h1", "h2"], {"h0": {"h1": "open", "h2": "open"}, "h1": {"h0": "open", "h2": "open"},
+                                               "h2": {"h0": "open", "h1": "open"}},
+                          {"h0": {"h1": 941.2, "h2": 1210.0}, "h1": {"h0": 95.4}, "h2": {}})
+    rows = matrix.text().splitlines()
+    assert rows[1].split() == ["h0", "-", "941", "Mbit/s", "1,210", "Mbit/s"]
+    assert rows[3].split() == ["h2", "open", "open", "-"]        # not measured (budget spent): still open
+    assert matrix.slowest_mbit_s == 95.4
+    assert links.Matrix(["h0"], {"h0": {}}).slowest_mbit_s is None
+
+
+def test_each_host_measures_the_next_host_in_the_ring_first():
+    plan = plan_mod.make(cluster(4))
+    order = [t.split("|")[0] for t in links.targets(plan, plan.cluster.hosts[2])]
+    assert order == ["c.h3", "c.h0", "c.h1"]
+
+
+def test_what_a_host_answers_is_checked_before_it_is_believed():
+    plan = plan_mod.make(cluster(3))
+    h0 = plan.cluster.hosts[0]
+    answer = json.dumps({"reach": {"c.h1": "open", "c.h2": "refused\x1b[31m" + "x" * 500, "c.zz": "open"},
+                         "mbit_s": {"c.h1": 941.5, "c.h2": 5.0, "c.zz": 1.0}})
+    reach, rates = links.parse_answer(answer, plan, h0)
+    assert reach == {"h1": "open", "h2": "refused" + "x" * 72 + "…"} and rates == {"h1": 941.5, "h2": 5.0}
+    for junk in ("", "not json", "[1, 2]", '{"reach": "open", "mbit_s": []}', "{" * 100_001):
+        assert links.parse_answer(junk, plan, h0) == ({"h1": "no answer", "h2": "no answer"}, {})
+    odd = {"reach": {"c.h1": 1, "c.h2": "open"}, "mbit_s": {"c.h1": True, "c.h2": float("nan")}}
+    assert links.parse_answer(json.dumps(odd), plan, h0) == ({"h1": "no answer", "h2": "open"}, {})
+    for bad in (-1, 0, 1e12, "941"):
+        assert links.parse_answer(json.dumps({"reach": {}, "mbit_s": {"c.h1": bad}}), plan, h0)[1] == {}
+
+
+def test_a_host_that_names_no_peer_is_a_closed_link_not_a_silent_one():
+    plan = plan_mod.make(cluster(2))
+    reach, _ = links.parse_answer('{"reach": {}, "mbit_s": {}}', plan, plan.cluster.hosts[0])
+    matrix = links.Matrix(["h0", "h1"], {"h0": reach, "h1": {"h0": "open"}})
+    (line,) = links.judge(plan, matrix)
+    assert line.startswith("h0 cannot reach h1 at 10.0.0.2:2222 (no answer)")

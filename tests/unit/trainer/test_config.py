@@ -51,7 +51,7 @@ def test_environment_overrides_parse_yaml_values():
     ("dataset: {color_mode: cmyk}", "dataset.color_mode: Received 'cmyk'. Expected 'grayscale' or 'rgb'."),
     ("dataset: {kind: image_folder}", "dataset: Received a mapping. Expected a `train_dir` when kind is 'image_folder'."),
     ("dataset: {kind: folder}", "dataset.kind: Received 'folder'. Expected 'image_folder' or 'synthetic'."),
-    ("epoch: 3", "epoch: Unknown key 'epoch'. Expected one of the known keys: backup_dir, batch_per_replica, candidates,"),
+    ("epoch: 3", "epoch: Unknown key 'epoch'. Expected one of the known keys: allreduce, backup_dir, batch_per_replica,"),
     ("dataset: {trian_dir: /x}", "dataset.trian_dir: Unknown key 'trian_dir'. Expected one of the known keys: classes,"),
 ])
 def test_each_bad_value_names_file_field_received_and_expected(tmp_path, text, expected):
