@@ -198,7 +198,7 @@ def report(raw: dict) -> None:
     write_section("search", f"""
 ## B9 Time to the best model: the grid, the queue, and a pruned search (#29)
 
-{raw['machine']}; {raw['repeats']} repetitions, interleaved (`bench/search.py`). Real images:
+{raw['machine']}; {done_repetitions(raw)}, interleaved (`bench/search.py`). Real images:
 scikit-learn's 1,797 handwritten digits written as an image folder, synced by `up` to each LAN-lab
 host's data_dir, resized to 16×16, 20 % held out. The space: `small_cnn`, `deep_cnn` × learning
 rate {LEARNING_RATES} × batch {BATCHES} (24 points), 8 epochs, parallel mode on 2 and 3 lab hosts
@@ -215,7 +215,30 @@ host's last trial and the last trial starting anywhere, as a share of the hosts'
 {chr(10).join(rows)}
 
 ![wall time and time to the best](search_bench.png)
+
+{goals(figs)}
 """)
+
+
+def done_repetitions(raw: dict) -> str:
+    done = sorted({len(runs) for runs in raw["runs"].values()})
+    return (f"{done[0]} repetitions" if done == [raw["repeats"]] else
+            f"{done[0]}–{done[-1]} repetitions (of {raw['repeats']} planned)")
+
+
+def goals(figs: dict) -> str:
+    """The targets of issue #29, read off the medians: the pruned search within 0.005 of the grid's
+    best in ≤ 0.35× the grid's wall time, its best ≥ 0.985; idle ≤ 5 % with the queue."""
+    lines = []
+    for hosts in HOST_COUNTS:
+        pruned, queue, static = figs[(hosts, "pruned")], figs[(hosts, "queue")], figs[(hosts, "static")]
+        ratio, best = summary(pruned["near_ratio"])[0], summary(pruned["best"])[0]
+        idle, idle_static = summary(queue["idle"])[0], summary(static["idle"])[0]
+        lines.append(f"- {hosts} hosts: pruned within 0.005 of the grid's best at **{ratio:.2f}×** the grid's wall "
+                     f"(goal ≤ 0.35: {'met' if ratio <= 0.35 else 'missed'}), best {best:.4f} (goal ≥ 0.985: "
+                     f"{'met' if best >= 0.985 else 'missed'}); idle with the queue {idle:.1f} % (goal ≤ 5: "
+                     f"{'met' if idle <= 5 else 'missed'}; static placement {idle_static:.1f} %).")
+    return "Against the goals of issue #29 (medians):\n\n" + "\n".join(lines)
 
 
 def picture(figs: dict) -> None:

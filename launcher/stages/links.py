@@ -200,7 +200,7 @@ def parse_answer(text: str, plan: Plan, host: Host) -> tuple[dict[str, str], dic
         doc = {}
     doc = doc if isinstance(doc, dict) else {}
     reach, rates = (doc.get(k) if isinstance(doc.get(k), dict) else {} for k in ("reach", "mbit_s"))
-    peers = {probe_name(plan, h): h.name for h in plan.cluster.hosts if h.name != host.name}
+    peers = {probe_name(plan, h): h.name for h in listeners(plan) if h.name != host.name}   # what it was sent to
     state = {name: one_line(reach[key], 80) if isinstance(reach.get(key), str) else "no answer"
              for key, name in peers.items()}
     measured = {name: float(rates[key]) for key, name in peers.items()

@@ -112,7 +112,7 @@ def test_a_host_lost_for_good_mid_trial_has_its_trial_finished_on_another(cluste
                            "--runs", str(tmp_path / "runs")], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, env=os.environ.copy())
     try:
-        victim = wait_mid_trial(hosts[2].workdir / name / "results", name, "h2")
+        victim = wait_mid_trial(hosts[2].workdir / name / "results", name, "h2", up)
         subprocess.run(["docker", "kill", victim], check=True, capture_output=True)    # restart_retries: 0
         out, _ = up.communicate(timeout=600)
     finally:
@@ -130,10 +130,13 @@ def test_a_host_lost_for_good_mid_trial_has_its_trial_finished_on_another(cluste
     assert cli(capsys, "down", "-i", str(inv))[0] == 0
 
 
-def wait_mid_trial(results, cluster: str, host: str, seconds: float = 300) -> str:
-    """h2's container once its progress file says an epoch of a trial is done (it is training)."""
+def wait_mid_trial(results, cluster: str, host: str, up: subprocess.Popen, seconds: float = 300) -> str:
+    """h2's container once its progress file says an epoch of a trial is done (it is training);
+    `up`'s output if it ended first."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
+        if up.poll() is not None:
+            raise AssertionError(f"up ended ({up.returncode}) before {host} got into a trial:\n{up.stdout.read()}")
         doc = next((json.loads(p.read_text()) for p in results.glob("progress-*.json")), None)
         if doc and doc["epoch"] >= 1 and not doc["done"]:
             ids = subprocess.run(["docker", "ps", "-q", "--filter", f"label=tfcompose.cluster={cluster}",
@@ -141,7 +144,8 @@ def wait_mid_trial(results, cluster: str, host: str, seconds: float = 300) -> st
             if ids:
                 return ids[0]
         time.sleep(0.3)
-    raise AssertionError(f"{host} never got into a trial")
+    up.kill()
+    raise AssertionError(f"{host} never got into a trial; up said:\n{up.communicate()[0][-4000:]}")
 
 
 def test_sync_search_space_with_early_stopping(trainers, tmp_path):

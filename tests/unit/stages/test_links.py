@@ -62,3 +62,14 @@ def test_a_host_that_names_no_peer_is_a_closed_link_not_a_silent_one():
     matrix = links.Matrix(["h0", "h1"], {"h0": reach, "h1": {"h0": "open"}})
     (line,) = links.judge(plan, matrix)
     assert line.startswith("h0 cannot reach h1 at 10.0.0.2:2222 (no answer)")
+
+
+def test_in_parallel_mode_each_host_reaches_only_the_chiefs_queue_and_is_judged_on_that_alone():
+    plan = plan_mod.make(cluster(3, train={"search": {"mode": "parallel"}}))
+    h0, h1, h2 = plan.cluster.hosts
+    assert [h.name for h in links.listeners(plan)] == ["h0"] and links.targets(plan, h0) == []
+    assert links.targets(plan, h2) == [f"c.h0|{h0.address}|{plan.study_port}"]
+    reach, _ = links.parse_answer('{"reach": {"c.h0": "open"}, "mbit_s": {}}', plan, h2)
+    assert reach == {"h0": "open"}                 # h1 was not asked: not a closed link
+    matrix = links.Matrix(["h0", "h1", "h2"], {"h1": {"h0": "open"}, "h2": reach})
+    assert links.judge(plan, matrix) == [] and "CLOSED" not in matrix.text()
