@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -12,6 +13,13 @@ import pytest
 from support.cluster import TRAIN, labelled
 from support.common import BASE_IMAGE, REPO, TEST_IMAGE, TrainerProcs, docker_ok, free_ports, require
 from support.sshd import write_inventory
+
+
+def pytest_configure(config):
+    # Ctrl-C is part of what the tests check. A suite started in the background of a shell without
+    # job control inherits SIGINT ignored, and so would every `tfcompose` it runs (an ignored
+    # signal stays ignored across exec): Python's own handler back, which exec resets to the default.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from trainer import allreduce, hparams, models
 from trainer.backup import OwnCopyBackupAndRestore, SearchState
-from trainer.config import TrainConfig
+from trainer.config import AllreduceConfig, TrainConfig
 from trainer.data import Data
 from trainer.errors import ConfigError, TfcError
 from trainer.profile import StepProfiler
@@ -230,7 +230,7 @@ def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str,
         "images_per_second": round(data.train_count * epochs_run / max(sum(progress.train_seconds), 1e-9), 1),
         "epochs": epochs, "epochs_run": epochs_run, "resumed_from_epoch": resumed,
         "stopped_early": resumed + epochs_run < epochs, "params": int(model.count_params()), "history": history,
-        "allreduce": wire,
+        **({"allreduce": wire} if cfg.allreduce != AllreduceConfig() else {}),   # a file from before keeps its fields
         # Every worker runs it, the chief keeps it: reading batch normalisation's moving statistics
         # (sync-on-read variables) is an all-reduce under MWMS, so one worker alone would hang or
         # mismatch the others' next collective (measured: "Shape mismatch in the collective").
