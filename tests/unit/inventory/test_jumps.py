@@ -1,13 +1,12 @@
 """Jump chains: `proxy_jump` parsed, each host's bastions resolved as OpenSSH resolves them, loops found."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import pytest
 
 from launcher.inventory.jumps import MAX_HOPS, Jump, Loop, loop, parse, resolve
+from launcher.inventory.ssh_config import Alias
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -37,14 +36,6 @@ def test_anything_else_is_refused_saying_why(text):
     assert str(err.value)
 
 
-@dataclass(frozen=True)
-class Alias:
-    hostname: Optional[str] = None
-    user: Optional[str] = None
-    port: Optional[int] = None
-    identity_file: Optional[str] = None
-    proxy_jump: Optional[str] = None
-    proxy_command: Optional[str] = None
 
 
 def config(**aliases: Alias):
