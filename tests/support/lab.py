@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from support.netns import Lan, burst, ip
+from support.netns import Lan, burst, ip, own_subnet
 from support.sshd import SSHD, keygen, wait_for_port
 
 ROOT = Path("/tmp/tfcompose-lab")
@@ -93,6 +93,9 @@ class Lab:
     prefix: str = "tf"            # starts every namespace, link and bridge name
     name_hosts: bool = False      # containers on every engine resolve the hosts' names (<root>/hosts)
     engine_group: str | None = None    # the group that may use the engines' sockets (dockerd -G)
+
+    def __post_init__(self):
+        self.subnet = own_subnet(self.subnet)
 
     @property
     def root(self) -> Path:

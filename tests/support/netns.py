@@ -8,6 +8,15 @@ import subprocess
 from dataclasses import dataclass, field
 
 
+def own_subnet(subnet: str) -> str:
+    """`subnet` in the /16 this checkout's labs use: TFC_LAB_NET=N moves every lab from 10.213.x to
+    10.N.x, so two checkouts (a branch's and main's) can run their labs on one machine at once."""
+    moved = os.environ.get("TFC_LAB_NET", "").strip()
+    if moved and subnet.startswith("10.213."):
+        return f"10.{int(moved)}." + subnet[len("10.213."):]
+    return subnet
+
+
 def ip(*args: str, ns: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
     prefix = ["ip", "netns", "exec", ns] if ns else []
     return subprocess.run([*prefix, *args], capture_output=True, text=True, check=check)
@@ -19,6 +28,9 @@ class Lan:
     subnet: str = "10.213.0"       # a /24 of the project's own test hosts
     hosts: list[str] = field(default_factory=list)
     prefix: str = "tf"             # every name starts with it (a lab of another kind has its own)
+
+    def __post_init__(self):
+        self.subnet = own_subnet(self.subnet)
 
     @property
     def bridge(self) -> str:
