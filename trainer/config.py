@@ -146,6 +146,15 @@ class SearchConfig(_Strict):
     # The cluster's host names, written by the launcher on the chief: the queue answers these only.
     hosts: Optional[List[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")]]] = field(
         None, expected="a list of host names", min_length=1, max_length=10_000)
+    # Each host's address, written by the launcher on the chief: a call naming a host must come from
+    # it, and the queue listens on the chief's own.
+    addresses: Optional[dict[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")],
+                             Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9.:\[\]-]{1,253}$")]]] = field(
+        None, expected="a mapping of host name → address")
+    # The run's key (the chief) or this host's (the others), written by the launcher beside the run's
+    # folders: every call to the queue carries its proof (trainer/wire.py). A path, never the key.
+    key_file: Optional[Annotated[str, StringConstraints(pattern=r"^/[^\x00-\x1f]{0,4095}$")]] = field(
+        None, expected="an absolute path")
     # The trials this host trains (static placement, before the queue); default: all.
     only: Optional[List[str]] = field(None, expected="a list of trial names", min_length=1)
 

@@ -92,25 +92,81 @@ def log(message: str) -> None:
 
 def search_with(cfg: TrainConfig, info: ClusterInfo, strategy, data, chief: bool):
     """(this worker's state, every trial's record, the search's settings, whether this worker
-    writes results.json, what results.json says of every host in parallel mode): the plain grid
-    (search.run_search), or a search a study drives."""
-    from trainer.search import run_search
+    writes results.json, what results.json says of every host in parallel mode): one trial loop
+    (trial_loop.run_trials) over the source the search needs."""
+    from trainer import trial_loop
     if not cfg.search.uses_study:
-        state = run_search(cfg, info.task_name, strategy, data, chief, log)
-        return state, None, {}, chief, {}
-    from trainer import study_loop
-    from trainer.space import rungs
-    settings = {"sampler": cfg.search.sampler, "pruner": cfg.search.pruner, "trials": study_loop.budget(cfg),
-                "min_epochs": cfg.search.min_epochs, "reduction_factor": cfg.search.reduction_factor,
-                "max_epochs": study_loop.space.max_epochs(cfg), "rungs": rungs(cfg)}
+        source = trial_loop.GridSource(cfg, info.task_name, strategy, log)
+        return trial_loop.run_trials(source, cfg, info.task_name, strategy, data, chief, log), None, {}, chief, {}
     if cfg.search.mode == "parallel":
-        state, records, seen = study_loop.run_parallel(cfg, info.task_name, strategy, data, log)
-        hosts = seen.pop("hosts", {})
-        lost = {h: retries for h, retries in hosts.items() if retries}
-        return (state, records, {**settings, "hosts": sorted(hosts), "lost": lost}, cfg.search.queue in (None, "serve"),
-                seen)
-    state, records = study_loop.run_sync(cfg, info.task_name, strategy, data, chief, log)
-    return state, records, settings, chief, {}
+        return search_in_parallel(cfg, info, strategy, data)
+    source = trial_loop.StudySource(cfg, info.task_name, strategy, chief, log)
+    state = trial_loop.run_trials(source, cfg, info.task_name, strategy, data, chief, log)
+    if not chief:
+        return state, [], {}, False, {}
+    source.study.export(Path(cfg.results_dir) / "study.db")
+    return state, source.study.records(), search_settings(cfg, source.study), True, {}
+
+
+def search_settings(cfg: TrainConfig, study) -> dict:
+    """results.json's `search`: what was searched and how, and why it ended early if it did."""
+    from trainer.space import max_epochs, rungs
+    from trainer.trial_loop import budget
+    settings = {"sampler": cfg.search.sampler, "pruner": cfg.search.pruner, "trials": budget(cfg),
+                "min_epochs": cfg.search.min_epochs, "reduction_factor": cfg.search.reduction_factor,
+                "max_epochs": max_epochs(cfg), "rungs": rungs(cfg)}
+    note = study.stopped_because() if study is not None else ""
+    return {**settings, **({"note": note} if note else {})}
+
+
+def search_in_parallel(cfg: TrainConfig, info: ClusterInfo, strategy, data):
+    """This host's trials from the chief's queue; on the chief (which serves the queue to the
+    others when the launcher gave it a cluster) also every trial's record and the hosts' summary."""
+    from trainer import queue as q, trial_loop, wire
+    from trainer.coordinator import Coordinator
+    from trainer.progress import SEARCH_FILE
+    from trainer.search import backup_root
+    from trainer.study import Study
+    host = os.environ.get("TFC_HOST", "") or info.task_name
+    if cfg.search.queue not in (None, "serve"):
+        key = wire.read_key(Path(cfg.search.key_file)) if cfg.search.key_file else wire.new_key()
+        channel = q.Client(cfg.search.queue, host, key, patience_s=2 * cfg.search.lost_after_s)
+        state = trial_loop.run_trials(trial_loop.QueueSource(cfg, info.task_name, strategy, channel, log),
+                                      cfg, info.task_name, strategy, data, True, log)
+        return state, [], {}, False, {}
+    study = Study(cfg, backup_root(cfg, info.task_name), log)
+    coordinator = Coordinator(study, cfg.search.lost_after_s, log, hosts=cfg.search.hosts, classes=data.num_classes,
+                              folder=Path(cfg.backup_dir or Path(cfg.results_dir) / "backup"),
+                              progress=Path(cfg.results_dir) / SEARCH_FILE)
+    server = stopped = None
+    if cfg.search.queue == "serve":          # the launcher's cluster: the other hosts call in
+        run_key = wire.read_key(Path(cfg.search.key_file)) if cfg.search.key_file else wire.new_key()
+        addresses = cfg.search.addresses or {}
+        gate = wire.Gate(run_key, wire.resolve(addresses, log) if addresses else None)
+        server, stopped = q.serve(coordinator, gate, cfg.search.port, bind=addresses.get(host, "0.0.0.0"))
+        log(f"[{info.task_name}] serving the trial queue on {addresses.get(host, '*')}:{cfg.search.port}")
+    else:
+        import threading
+        stopped = threading.Event()
+        threading.Thread(target=coordinator.watch, args=(stopped,), daemon=True).start()
+    try:
+        source = trial_loop.QueueSource(cfg, info.task_name, strategy, q.Local(coordinator, host), log)
+        state = trial_loop.run_trials(source, cfg, info.task_name, strategy, data, True, log)
+        q.wait_for_done(coordinator, grace_s=3 * q.WAIT_S)
+        coordinator.write_progress(finished=True)
+        study.export(Path(cfg.results_dir) / "study.db")
+        said = coordinator.summary()
+        hosts = said.pop("hosts")
+        settings = {**search_settings(cfg, study), "hosts": sorted(hosts),
+                    "lost": {h: retries for h, retries in hosts.items() if retries}}
+        records = [{**r, "history": f"hosts/{r['host']}/{r['history']}" if r.get("history") else ""}
+                   for r in study.records()]
+        return state, records, settings, True, said
+    finally:
+        if server is not None:
+            q.stop(server, stopped)
+        elif stopped is not None:
+            stopped.set()
 
 
 def run(cfg: TrainConfig, info: ClusterInfo) -> int:
@@ -131,8 +187,12 @@ def run(cfg: TrainConfig, info: ClusterInfo) -> int:
     gpus = strategy_mod.check_gpus(os.environ.get("TFC_EXPECT_GPUS"))
     strategy = strategy_mod.build(cfg, info, gpus, log)
     replicas = strategy.num_replicas_in_sync
-    log(f"[{info.task_name}] cluster ready: {info.num_workers or 1} worker(s), {replicas} replica(s), "
-        f"{'chief' if chief else 'worker'}; global batch {cfg.batch_per_replica * replicas}")
+    if cfg.search.mode == "parallel":
+        log(f"[{info.task_name}] parallel search: this host trains its own trials alone, {replicas} replica(s)"
+            + ("; it serves the trial queue" if cfg.search.queue in (None, "serve") else ""))
+    else:
+        log(f"[{info.task_name}] cluster ready: {info.num_workers or 1} worker(s), {replicas} replica(s), "
+            f"{'chief' if chief else 'worker'}; global batch {cfg.batch_per_replica * replicas}")
     data = data_mod.load(cfg.dataset, cfg.seed)
     models.check_min_size(cfg.candidates, data.input_shape)
     log(f"[{info.task_name}] data: {data.train_count} training and {data.val_count} validation images, "
@@ -147,7 +207,9 @@ def run(cfg: TrainConfig, info: ClusterInfo) -> int:
         except (TypeError, ValueError) as exc:     # a nicety: the search goes on without its dashboard
             log(f"[{info.task_name}] TensorBoard's HParams dashboard not written: {exc}")
     state, records, search, writer, every_host = search_with(cfg, info, strategy, data, chief)
-    if writer:
+    if writer and not (records if records is not None else state.done):
+        log(f"[{info.task_name}] no trial was trained to the end; no results.json")
+    elif writer:
         workers = len(search.get("hosts", [])) if cfg.search.mode == "parallel" else info.num_workers or 1
         doc = results_doc(state, workers, replicas, data, started, cfg.search.mode, cfg.precision, records,
                           search or None)

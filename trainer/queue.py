@@ -1,191 +1,93 @@
-"""The trial queue of a parallel search: the chief serves the study, every host (the chief too)
-pulls its next trial when it is free, reports each epoch and is told when its trial is pruned.
+"""The trial queue's transport: HTTP on `search.port` of the chief, between the hosts' `Client`s and
+the chief's Coordinator (coordinator.py, the policy). Messages and their proof are wire.py's.
 
-A host that stops answering (no report or heartbeat for `search.lost_after_s`) has its trial
-failed and the same values queued for another host; a host that comes back gets its own trial
-back if that had not happened yet (it resumes from its backup), else new ones. No host idles
-while a trial waits.
-
-The wire is JSON over HTTP on `search.port` of the chief (the standard library's server, a thread
-per caller with a timeout, the study behind one lock; its client, never through a proxy). A host
-that cannot reach the chief retries for twice lost_after_s before giving up; a host the chief
-refuses (not one of the cluster's, or a record results.json could not hold) stops at once.
-Like TensorFlow's port, it is meant for the cluster's hosts only (README: Security).
+The server (the standard library's, a thread per caller) is meant for the cluster's hosts only:
+- it listens on the chief's own address (the inventory's), not on every address of the host;
+- a caller whose address is none of the cluster's hosts' is closed at once, unread;
+- a call must name a host, come from that host's address and carry that host's proof (wire.Gate);
+- a caller gets REQUEST_S to send its whole request (a byte every few seconds does not hold a
+  thread), and one address at most PER_ADDRESS callers at once, so a slow or hostile caller
+  cannot lock the cluster's hosts out;
+- a caller that hangs up before its answer is simply gone (no traceback in the chief's log).
+A host that cannot reach the chief retries for twice lost_after_s before giving up; a host the
+chief refuses (not one of the cluster's, or a record results.json could not hold) stops at once.
 """
 from __future__ import annotations
 
+import io
 import json
-import math
+import socket
 import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
-from typing import Callable, Iterable, Optional
+from typing import Optional
 
 from trainer import results
+from trainer.coordinator import WAIT_S, Coordinator
 from trainer.errors import ClusterError
-from trainer.study import Study
-from trainer.trials import Trial
+from trainer.wire import (Beat, Done, Fail, Finish, Gate, Offer, Refused, Report, Stamp, Verdict, Wait, WireError,
+                          answer_is_genuine, decode_answer, decode_call, dumps, encode_answer, encode_call, printable,
+                          sign_answer, sign_call, Ask)
 
 MAX_BODY = 1 << 20
+MAX_HEAD = 16384
 CALL_TIMEOUT_S = 10.0
-WAIT_S = 2.0                 # what an idle host is told to wait before it asks again
-MAX_CALLERS = 64             # connections served at once; more are closed at once
-STALL_FACTOR = 4             # a trial silent about epochs for this × the slowest epoch seen is wedged
-VERBS = ("next", "report", "beat", "finish", "fail")
-
-
-class Coordinator:
-    """The study as the hosts see it: next / report / beat / finish / fail; lost hosts' trials
-    retried. Only the cluster's hosts (`hosts`, the launcher's list) are answered; what a host
-    says about its trial is checked (results.host_figures) and the rest of the trial's record is
-    the chief's own knowledge."""
-
-    def __init__(self, study: Study, lost_after_s: float, log: Callable[[str], None] = print,
-                 hosts: Optional[Iterable[str]] = None, classes: int = 0):
-        self.study, self.lost_after_s, self.log, self.classes = study, lost_after_s, log, classes
-        self.known = set(hosts) if hosts else None    # None: the chief alone, without a launcher
-        self.seen: dict[int, float] = {}          # trial number → when its host last spoke
-        self.progressed: dict[int, float] = {}    # trial number → when it was handed out or last reported an epoch
-        self.slowest = 0.0                        # the longest wait for an epoch seen so far (s)
-        self.lost: dict[str, list[str]] = {}      # host → trials it lost (their retries' names)
-        self.told_done: set[str] = set()
-        self.hosts: dict[str, dict] = {}          # host → what it announced (replicas, restarts)
-        self.trained: dict[str, list[str]] = {}   # host → the trials it finished
-        self.lock = threading.RLock()
-
-    def call(self, what: str, body: dict) -> dict:
-        with self.lock:
-            if what not in VERBS:
-                raise ValueError(f"unknown call {what[:40]!r}")
-            host = self._host(body.get("host"))
-            if what == "next":
-                self.hosts[host] = announced(body)
-                return self.next(host)
-            number = int(body["number"])
-            if self._lost(number, host):        # handed to another host meanwhile: drop it
-                return {"lost": True, "prune": False}
-            self.seen[number] = time.monotonic()
-            if what == "report":
-                return {"prune": self.report(number, int(body["epoch"]), float(body["val_accuracy"]),
-                                             float(body.get("val_loss", math.nan))), "lost": False}
-            if what == "finish":
-                self.finish(number, host, body.get("record"))
-            elif what == "fail":
-                self.study.fail(number, f"on {host}: " + printable(str(body.get("why", "")))[:300])
-            return {"lost": False}
-
-    def _host(self, host) -> str:
-        if not isinstance(host, str) or not 0 < len(host) <= 64 or not host.isprintable() \
-                or (self.known is not None and host not in self.known):
-            raise ValueError(f"Received host {printable(repr(host))[:80]}. Expected one of the cluster's hosts.")
-        return host
-
-    def next(self, host: str) -> dict:
-        trial = self.study.resume_or_next(host)
-        if trial is not None:
-            self.seen[trial.number] = self.progressed[trial.number] = time.monotonic()
-            return {"trial": asdict(trial)}
-        if self.study.done():
-            self.told_done.add(host)
-            return {"done": True}
-        return {"wait": WAIT_S}
-
-    def report(self, number: int, epoch: int, val_accuracy: float, val_loss: float) -> bool:
-        now = time.monotonic()
-        self.slowest = max(self.slowest, now - self.progressed.get(number, now))
-        self.progressed[number] = now
-        return self.study.report(number, epoch, val_accuracy, val_loss)
-
-    def finish(self, number: int, host: str, sent) -> None:
-        """The trial's record: the chief's own knowledge, and the host's figures, checked."""
-        trial = self.study.trial(number)
-        figures = results.host_figures(sent, self.classes, f"{host}'s trial {number}")
-        record = {"candidate": trial.name, "architecture": trial.candidate, "learning_rate": trial.learning_rate,
-                  "batch_per_replica": trial.batch_per_replica, **figures, "trial": number, "host": host,
-                  "hyperparameters": {"learning_rate": trial.learning_rate, "batch_per_replica": trial.batch_per_replica,
-                                      **trial.hyperparameters},
-                  "history": f"history/{results.safe_name(trial.name)}.csv"}
-        results.check_record(record, f"{host}'s trial {number}")      # what results.json will hold
-        self.study.finish(number, record)
-        self.trained.setdefault(host, []).append(trial.name)
-        self.seen.pop(number, None)
-
-    def _lost(self, number: int, host: str) -> bool:
-        """Whether `host`'s trial was handed to another host meanwhile (it must drop it)."""
-        return self.study.running_hosts().get(number) != host
-
-    def watch(self, stop: threading.Event) -> None:
-        """Hand on the trials of hosts silent for lost_after_s, or whose trial has reported no
-        epoch for far longer than any epoch took so far (alive, but wedged), until `stop`."""
-        while not stop.wait(1.0):
-            with self.lock:
-                now = time.monotonic()
-                for number, host in self.study.running_hosts().items():
-                    why = self._why_lost(number, host, now)
-                    if why:
-                        self._hand_on(number, host, why)
-
-    def _why_lost(self, number: int, host: str, now: float) -> str:
-        silent = now - self.seen.setdefault(number, now)
-        if silent > self.lost_after_s:
-            return f"{host} stopped answering for {self.lost_after_s:g} s"
-        stalled, limit = now - self.progressed.setdefault(number, now), max(self.lost_after_s, STALL_FACTOR * self.slowest)
-        if self.slowest and stalled > limit:
-            return f"{host} reported no epoch for {stalled:.0f} s (the slowest epoch so far took {self.slowest:.1f} s)"
-        return ""
-
-    def _hand_on(self, number: int, host: str, why: str) -> None:
-        retry = self.study.lose(number, why)
-        self.seen.pop(number, None)
-        self.progressed.pop(number, None)
-        if retry:
-            self.lost.setdefault(host, []).append(retry)
-            self.log(f"[queue] {why}: its trial {number} goes to another host as {retry}")
-        elif retry == "":
-            self.log(f"[queue] {why}: its trial {number} failed for good (lost too often)")
-
-
-def announced(body: dict) -> dict:
-    """What a host says of itself when it asks for a trial: its replicas and restarts (bounded)."""
-    out = {}
-    for key, low in (("replicas", 1), ("restarts", 0)):
-        value = body.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and low <= value <= 1_000_000:
-            out[key] = value
-    return out
-
-
-def printable(text: str) -> str:
-    return "".join(c for c in text if c.isprintable())
+REQUEST_S = 5.0              # a caller's whole request must arrive within this
+MAX_CALLERS = 256            # threads at once, all callers
+PER_ADDRESS = 8              # callers at once from one address (hosts sharing one machine: that many each)
 
 
 class _Handler(BaseHTTPRequestHandler):
     coordinator: Coordinator = None     # set on the subclass the server uses
-    timeout = CALL_TIMEOUT_S            # a caller that stops sending mid-request is dropped, not waited for
+    gate: Gate = None
+    protocol_version = "HTTP/1.0"
+
+    def setup(self):
+        super().setup()
+        self.rfile = io.BytesIO(read_request(self.connection, time.monotonic() + REQUEST_S))
+
+    def handle(self):
+        try:
+            super().handle()
+        except OSError:                 # the caller hung up, or never finished its request
+            pass
 
     def do_POST(self):                  # noqa: N802 (the standard library's name)
+        status, doc, stamp = self._answer(self.path.strip("/"))
+        try:
+            self._send(status, doc, stamp)
+        except OSError:                 # the caller hung up before its answer: it is gone, nothing to say
+            pass
+
+    def _answer(self, verb: str) -> tuple[int, dict, Optional[Stamp]]:
+        stamp = None
         try:
             size = int(self.headers.get("Content-Length", "0"))
             if not 0 < size <= MAX_BODY:
-                raise ValueError("body size")
-            body = json.loads(self.rfile.read(size))
-            if not isinstance(body, dict):
-                raise ValueError("Expected a JSON object")
-            self._send(200, self.coordinator.call(self.path.strip("/"), body))
+                raise WireError("body size")
+            body = self.rfile.read(size)
+            stamp = Stamp.from_headers(self.headers)
+            self.gate.check(verb, stamp, body, self.client_address[0])
+            call = decode_call(verb, json.loads(body))
+            return 200, encode_answer(self.coordinator.handle(stamp.host, call)), stamp
+        except Refused as exc:
+            self.coordinator.log(f"[queue] refused a call: {exc}")
+            return 403, {"error": str(exc)[:300]}, None
         except (ValueError, KeyError, TypeError, results.ResultsError) as exc:
-            self._send(400, {"error": str(exc)[:300]})
+            return 400, {"error": printable(str(exc))[:300]}, stamp
         except Exception as exc:  # noqa: BLE001  (the queue must answer; the chief's log says what broke)
-            self.coordinator.log(f"[queue] {printable(self.path)[:80]}: {type(exc).__name__}: {exc}")
-            self._send(500, {"error": f"{type(exc).__name__}"})
+            self.coordinator.log(f"[queue] {printable(self.path)[:80]}: {type(exc).__name__}: {printable(str(exc))[:200]}")
+            return 500, {"error": f"{type(exc).__name__}"}, stamp
 
-    def _send(self, status: int, doc: dict) -> None:
-        data = json.dumps(doc).encode()
+    def _send(self, status: int, doc: dict, stamp: Optional[Stamp]) -> None:
+        data = dumps(doc)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        if stamp is not None:      # an answer only the caller's key could have asked for
+            self.send_header("X-Tfc-Mac", sign_answer(self.gate.key_for(stamp.host), stamp, status, data))
         self.end_headers()
         self.wfile.write(data)
 
@@ -193,17 +95,63 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class _Server(ThreadingHTTPServer):
-    """A thread per caller (one caller that stalls holds only its own thread, for CALL_TIMEOUT_S),
-    at most MAX_CALLERS at once; the Coordinator's lock lets the study see one call at a time."""
-    daemon_threads = True
+def read_request(conn: socket.socket, deadline: float) -> bytes:
+    """The whole request — head and Content-Length's body — within `deadline`, bounded in size; what
+    does not arrive in time ends the call (OSError)."""
+    data = b""
+    while True:
+        head_end = data.find(b"\r\n\r\n")
+        if head_end >= 0 and len(data) >= head_end + 4 + _length(data[:head_end]):
+            return data
+        if len(data) > MAX_HEAD + MAX_BODY or (head_end < 0 and len(data) > MAX_HEAD):
+            raise OSError("request too large")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise OSError("request too slow")
+        conn.settimeout(left)
+        chunk = conn.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
 
-    def __init__(self, address, handler):
+
+def _length(head: bytes) -> int:
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            try:
+                return min(max(int(value.strip()), 0), MAX_BODY + 1)
+            except ValueError:
+                return 0
+    return 0
+
+
+class _Server(ThreadingHTTPServer):
+    """A thread per caller, MAX_CALLERS at once and PER_ADDRESS from one address; a caller that is
+    no host of the cluster is closed before anything is read."""
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128            # callers waiting to be accepted (the standard library's 5 drops them)
+
+    def __init__(self, address, handler, gate: Gate):
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         super().__init__(address, handler)
-        self.slots = threading.BoundedSemaphore(MAX_CALLERS)
+        self.gate, self.slots = gate, threading.BoundedSemaphore(MAX_CALLERS)
+        self.busy: dict[str, int] = {}
+        self.busy_lock = threading.Lock()
+
+    def verify_request(self, request, client_address) -> bool:
+        return self.gate.knows(client_address[0])
 
     def process_request(self, request, client_address):
-        if not self.slots.acquire(blocking=False):
+        address = client_address[0]
+        with self.busy_lock:
+            crowded = self.busy.get(address, 0) >= PER_ADDRESS
+            if not crowded:
+                self.busy[address] = self.busy.get(address, 0) + 1
+        if crowded or not self.slots.acquire(blocking=False):
+            if not crowded:
+                self._release(address)
             self.shutdown_request(request)
             return
         super().process_request(request, client_address)
@@ -213,12 +161,30 @@ class _Server(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self.slots.release()
+            self._release(client_address[0])
+
+    def _release(self, address: str) -> None:
+        with self.busy_lock:
+            self.busy[address] -= 1
+            if not self.busy[address]:
+                del self.busy[address]
+
+    def handle_error(self, request, client_address):    # a caller's own trouble: no traceback in the log
+        pass
 
 
-def serve(coordinator: Coordinator, port: int) -> tuple[HTTPServer, threading.Event]:
-    """The queue on every address of this host at `port`, and its watchdog; stop with `stop()`."""
-    handler = type("Handler", (_Handler,), {"coordinator": coordinator})
-    server = _Server(("0.0.0.0", port), handler)
+def serve(coordinator: Coordinator, gate: Gate, port: int, bind: str = "127.0.0.1") -> tuple[HTTPServer, threading.Event]:
+    """The queue on `bind`:`port` (the chief's own address), and the coordinator's watch; stop with
+    `stop()`. An address this host does not have (the inventory names it by a NAT's address, say)
+    falls back to every address, which the log says: the proof still holds."""
+    handler = type("Handler", (_Handler,), {"coordinator": coordinator, "gate": gate})
+    try:
+        server = _Server((bind.strip("[]"), port), handler, gate)
+    except OSError as exc:
+        if exc.errno not in (99, 49):       # EADDRNOTAVAIL (Linux, BSD): not one of this host's addresses
+            raise
+        coordinator.log(f"[queue] {bind} is not an address of this host ({exc.strerror}); listening on every address")
+        server = _Server(("0.0.0.0", port), handler, gate)
     stop = threading.Event()
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True,
                      name="tfcompose-queue").start()
@@ -236,29 +202,60 @@ def stop(server: HTTPServer, stopped: threading.Event) -> None:
 DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-class Client:
-    """A host's side: calls the chief's queue, retrying while it cannot be reached (its container
-    restarting) for up to `patience_s`; the chief's own loop calls the Coordinator directly."""
+class Channel:
+    """A host's calls, typed: `ask`, `report`, `beat`, `finish`, `fail` (the Client over HTTP, Local
+    straight to the chief's own Coordinator)."""
 
-    def __init__(self, address: str, host: str, patience_s: float):
-        self.url, self.host, self.patience_s = f"http://{address}", host, patience_s
+    def ask(self, replicas: int, restarts: int):
+        return self.call(Ask(replicas, restarts))
 
-    def call(self, what: str, body: dict) -> dict:
-        data = json.dumps({**body, "host": self.host}).encode()
+    def report(self, number: int, epoch: int, val_accuracy: float, val_loss: float) -> Verdict:
+        return self.call(Report(number, epoch, val_accuracy, val_loss))
+
+    def beat(self, number: int) -> Verdict:
+        return self.call(Beat(number))
+
+    def finish(self, number: int, figures: dict) -> Verdict:
+        return self.call(Finish(number, figures))
+
+    def fail(self, number: int, why: str, build: bool) -> Verdict:
+        return self.call(Fail(number, why, build))
+
+    def call(self, message):
+        raise NotImplementedError
+
+
+class Client(Channel):
+    """A host's side over HTTP, each call signed with its key; retries while the chief cannot be
+    reached (its container restarting) for up to `patience_s`."""
+
+    def __init__(self, address: str, host: str, key: bytes, patience_s: float):
+        self.url, self.host, self.key, self.patience_s = f"http://{address}", host, key, patience_s
+
+    def call(self, message):
+        verb, doc = encode_call(message)
+        data = dumps(doc)
         deadline = time.monotonic() + self.patience_s
         while True:
+            stamp = sign_call(self.key, verb, self.host, data)
             try:
-                request = urllib.request.Request(f"{self.url}/{what}", data=data, method="POST",
-                                                 headers={"Content-Type": "application/json"})
-                with DIRECT.open(request, timeout=CALL_TIMEOUT_S) as answer:
-                    return json.loads(answer.read(MAX_BODY))
+                return decode_answer(verb, self._post(verb, data, stamp))
             except urllib.error.HTTPError as exc:       # the chief answered, and refused: no retry helps
-                raise ClusterError(f"the chief's trial queue refused `{what}`: {refusal(exc)}") from None
+                raise ClusterError(f"the chief's trial queue refused `{verb}`: {refusal(exc)}") from None
             except (urllib.error.URLError, OSError, ValueError) as exc:
                 if time.monotonic() > deadline:
                     raise ClusterError(f"the chief's trial queue at {self.url} did not answer for "
                                        f"{self.patience_s:g} s ({exc}); giving up") from None
                 time.sleep(1.0)
+
+    def _post(self, verb: str, data: bytes, stamp: Stamp):
+        request = urllib.request.Request(f"{self.url}/{verb}", data=data, method="POST",
+                                         headers={"Content-Type": "application/json", **stamp.headers()})
+        with DIRECT.open(request, timeout=CALL_TIMEOUT_S) as answer:
+            body = answer.read(MAX_BODY)
+            if not answer_is_genuine(self.key, stamp, answer.status, body, answer.headers.get("X-Tfc-Mac", "")):
+                raise WireError("an answer the chief did not sign")
+            return json.loads(body)
 
 
 def refusal(error: urllib.error.HTTPError) -> str:
@@ -267,29 +264,32 @@ def refusal(error: urllib.error.HTTPError) -> str:
         reason = json.loads(error.read(4096)).get("error", "")
     except (OSError, ValueError, AttributeError):
         reason = ""
-    return "".join(c for c in str(reason)[:200] if c.isprintable()) or f"HTTP {error.code}"
+    return printable(str(reason)[:200]) or f"HTTP {error.code}"
 
 
-class Local:
-    """The chief's own loop: the same calls, straight to the Coordinator."""
+class Local(Channel):
+    """The chief's own loop: the same calls, straight to the Coordinator (through the same JSON, so
+    it gets exactly what a host would)."""
 
     def __init__(self, coordinator: Coordinator, host: str):
         self.coordinator, self.host = coordinator, host
 
-    def call(self, what: str, body: dict) -> dict:
-        return json.loads(json.dumps(self.coordinator.call(what, {**body, "host": self.host})))
-
-
-def trial_from(doc: dict) -> Trial:
-    return Trial(**doc)
+    def call(self, message):
+        verb, doc = encode_call(message)
+        call = decode_call(verb, json.loads(dumps(doc)))
+        try:
+            answer = self.coordinator.handle(self.host, call)
+        except results.ResultsError as exc:
+            raise ClusterError(f"the chief's trial queue refused `{verb}`: {exc}") from None
+        return decode_answer(verb, json.loads(dumps(encode_answer(answer))))
 
 
 class Beating:
     """While a trial trains, a heartbeat every few seconds (an epoch may take far longer than
     lost_after_s); `lost` is set once the chief has handed the trial to another host."""
 
-    def __init__(self, queue, number: int, every_s: float):
-        self.queue, self.number, self.every_s = queue, number, every_s
+    def __init__(self, channel: Channel, number: int, every_s: float):
+        self.channel, self.number, self.every_s = channel, number, every_s
         self.stop, self.lost = threading.Event(), threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True, name="tfcompose-heartbeat")
 
@@ -304,7 +304,7 @@ class Beating:
     def _run(self) -> None:
         while not self.stop.wait(self.every_s):
             try:
-                if self.queue.call("beat", {"number": self.number}).get("lost"):
+                if self.channel.beat(self.number).lost:
                     self.lost.set()
             except ClusterError:
                 return
@@ -316,7 +316,10 @@ def wait_for_done(coordinator: Coordinator, grace_s: float) -> None:
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         with coordinator.lock:
-            waiting = set(coordinator.hosts) - coordinator.told_done - set(coordinator.lost)
+            waiting = set(coordinator.hosts) - coordinator.told_done - set(coordinator.lost) - coordinator.gone
         if not waiting:
             return
         time.sleep(0.5)
+
+
+__all__ = ["Client", "Local", "Beating", "serve", "stop", "wait_for_done", "WAIT_S", "Offer", "Wait", "Done"]

@@ -210,6 +210,17 @@ HOST_FIGURES = {
 }
 
 
+def trial_record(trial, figures: dict, host: str = "") -> dict:
+    """A trial's record as results.json holds it, made in one place for every search a study drives:
+    what the chief knows of the trial (its name, values, history file) and the figures its host
+    reported (checked by `host_figures` when they crossed the network). The study adds its state."""
+    values = {"learning_rate": trial.learning_rate, "batch_per_replica": trial.batch_per_replica, **trial.hyperparameters}
+    return {"candidate": trial.name, "architecture": trial.candidate, "learning_rate": trial.learning_rate,
+            "batch_per_replica": trial.batch_per_replica, **figures, "trial": trial.number,
+            **({"host": host} if host else {}), "hyperparameters": values,
+            "history": f"history/{safe_name(trial.name)}.csv"}
+
+
 def host_figures(sent, classes: int, where: str) -> dict:
     """The figures a host sent for its trial, checked (a ResultsError names the first that is not
     what it should be); its confusion matrix when it is classes × classes counts."""

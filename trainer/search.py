@@ -1,8 +1,8 @@
-"""The model search: every trial (candidate × learning rate × batch size) trained in turn by all
-workers, evaluated, the best saved.
+"""One trial's training: its model compiled under the strategy, fit with its callbacks (backups,
+progress, early stopping, the source's pruning), evaluated; the best model saved. The loop over
+trials is trainer/trial_loop.py.
 
-A restarted search resumes: finished candidates are skipped (their records come from the
-search state), the interrupted one continues from its last backed-up epoch.
+A restarted trial resumes from its last backed-up epoch (trainer/backup.py).
 """
 from __future__ import annotations
 
@@ -26,9 +26,8 @@ from trainer.data import Data
 from trainer.errors import ConfigError, TfcError
 from trainer.profile import StepProfiler
 from trainer.progress import Tracker
-from trainer import results
 from trainer.results import safe_name, write_dir
-from trainer.trials import Trial, expand
+from trainer.trials import Trial
 
 METRICS = ("loss", "accuracy", "val_loss", "val_accuracy")
 
@@ -222,6 +221,7 @@ def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str,
         scores = model.evaluate(val, verbose=0, return_dict=True)
         matrix = confusion_matrix(model, val, data.num_classes)
     epochs_run, resumed = len(progress.epoch_seconds), callbacks[0].restored_epoch + 1
+    stopped_by = next((getattr(cb, "why", "") for cb in extra if getattr(cb, "why", "")), "")
     record = {
         "candidate": trial.name, "architecture": trial.candidate, "learning_rate": trial.learning_rate,
         "batch_per_replica": trial.batch_per_replica,
@@ -238,7 +238,8 @@ def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str,
     }
     log(f"[{task}] {trial.name} done: val_accuracy={record['val_accuracy']:.4f} val_loss={record['val_loss']:.4f} "
         f"in {train_seconds:.1f} s" + (f" (resumed at epoch {resumed + 1})" if resumed else "")
-        + (f" (stopped early after epoch {resumed + epochs_run})" if record["stopped_early"] else ""))
+        + (f" (pruned after epoch {resumed + epochs_run})" if stopped_by == "pruned"
+           else f" (stopped early after epoch {resumed + epochs_run})" if record["stopped_early"] else ""))
     return Outcome(record, model)
 
 
@@ -259,26 +260,6 @@ def load_state(cfg: TrainConfig, task: str, strategy, trials: Optional[list[Tria
     state.agree(strategy)
     state.starts += 1
     state.save()
-    return state
-
-
-def run_search(cfg: TrainConfig, task: str, strategy, data: Data, chief: bool, log) -> SearchState:
-    trials = expand(cfg)
-    state = load_state(cfg, task, strategy, trials)
-    if state.done:
-        log(f"[{task}] resuming (start {state.starts}): {len(state.done)} candidate(s) already finished: "
-            + ", ".join(r["candidate"] for r in state.done))
-    best = results.best(state.done) if state.done else None
-    tracker = Tracker(Path(cfg.results_dir), task, len(trials), restarts=state.starts - 1)
-    for index, trial in enumerate(trials[len(state.done):], start=len(state.done) + 1):
-        outcome = train_trial(trial, cfg, data, strategy, task, chief, log, backup_root(cfg, task), (tracker, index))
-        outcome.record["start"] = state.starts
-        if results.better(outcome.record, best):  # the figures are the same on every worker: so is this
-            save_best(outcome.model, cfg, chief)
-            best, state.best_model = outcome.record, trial.name
-        state.done.append(outcome.record)
-        state.save()
-    tracker.finished()
     return state
 
 

@@ -9,7 +9,6 @@ validate` checks a search before any host is contacted and the trainer before th
 """
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Union
@@ -33,6 +32,8 @@ LIMITS = {"learning_rate": (lambda v: 0 < v <= 10, "learning rates > 0 and ≤ 1
 RESERVED = ("learning_rate", "batch_per_replica", "candidate")
 # Enough for any builder; bounds what the chief sends every worker about a trial (one collective).
 MAX_HYPERPARAMETERS = 16
+# The most trials a whole grid may hold without `trials:` (the most `trials:` allows, too).
+MAX_GRID = 10_000
 
 
 @dataclass(frozen=True)
@@ -73,26 +74,66 @@ def rungs(cfg: TrainConfig) -> list[int]:
     return out
 
 
+def choices(spec: Spec):
+    """The values a dimension can take when they can be counted: a list's, or an integer range's;
+    None for a range of real numbers."""
+    if not isinstance(spec, Range):
+        return list(spec)
+    if spec.kind in ("integer", "log_integer"):
+        low, high = (int(b) for b in spec.bounds)
+        return range(low, high + 1)
+    return None
+
+
+def candidate_size(cfg: TrainConfig, candidate: str):
+    """How many distinct trials `candidate` has (None: it has a range of real numbers)."""
+    counts = [choices(d.spec) for d in dimensions(cfg, candidate)]
+    return None if any(c is None for c in counts) else math.prod(len(c) for c in counts)
+
+
+def space_size(cfg: TrainConfig):
+    """How many distinct trials the search can draw (None: infinitely many). Computed, never built:
+    ten lists of ten values are 10^10 points, which no chief could hold."""
+    sizes = [candidate_size(cfg, c) for c in cfg.candidates]
+    return None if any(s is None for s in sizes) else sum(sizes)
+
+
 def grid_size(cfg: TrainConfig) -> int:
+    """The grid's combinations (lists only; a range counts as none)."""
     total = 0
     for candidate in cfg.candidates:
-        sizes = [len(d.spec) if isinstance(d.spec, list) else 0 for d in dimensions(cfg, candidate)]
-        total += math.prod(sizes)
+        total += math.prod(len(d.spec) if isinstance(d.spec, list) else 0 for d in dimensions(cfg, candidate))
     return total
 
 
-def grid(cfg: TrainConfig) -> list[dict]:
-    """Every combination, in today's order: candidate, learning rate, batch size, then the
-    candidate's hyperparameters in the order written. Each point: {candidate, name, values}."""
-    points = []
+def _named(cfg: TrainConfig) -> bool:
     search = cfg.search
-    named = bool(search.learning_rates or search.learning_rate or search.batch_per_replica or search.hyperparameters)
+    return bool(search.learning_rates or search.learning_rate or search.batch_per_replica or search.hyperparameters)
+
+
+def grid_point(cfg: TrainConfig, index: int) -> dict:
+    """The grid's point `index` (0-based) in today's order — candidate, learning rate, batch size,
+    then the candidate's hyperparameters as written, the last varying fastest — without building
+    the others: {candidate, name, values}."""
     for candidate in cfg.candidates:
         dims = dimensions(cfg, candidate)
-        for values in itertools.product(*(d.spec for d in dims)):
-            chosen = dict(zip((d.name for d in dims), values))
-            points.append({"candidate": candidate, "name": grid_name(candidate, chosen, named), "values": chosen})
-    return points
+        lists = [choices(d.spec) for d in dims]
+        size = math.prod(len(values) for values in lists)
+        if index < size:
+            chosen = {}
+            for dim, values in zip(reversed(dims), reversed(lists)):
+                index, at = divmod(index, len(values))
+                chosen[dim.name] = values[at]
+            chosen = {d.name: chosen[d.name] for d in dims}
+            return {"candidate": candidate, "name": grid_name(candidate, chosen, _named(cfg)), "values": chosen}
+        index -= size
+    raise IndexError("past the grid's last point")
+
+
+def grid(cfg: TrainConfig, limit: int | None = None) -> list[dict]:
+    """The grid's points in order (at most `limit`: the first ones, none built past it)."""
+    total = grid_size(cfg)
+    return [grid_point(cfg, i) for i in range(total if limit is None else min(limit, total))]
 
 
 def grid_name(candidate: str, values: dict, named: bool) -> str:
@@ -128,6 +169,9 @@ def problems(cfg: TrainConfig) -> list[Problem]:
         if search.trials is not None and not found and search.trials > points:
             bad(("trials",), f"Received {search.trials} for a grid of {points} combination(s)",
                 f"at most {points}, or sampler: random or tpe")
+        elif search.trials is None and not found and points > MAX_GRID:
+            bad(("trials",), f"Missing for a grid of {points:,} combinations",
+                f"a grid of at most {MAX_GRID:,}, or `trials:` to train the first ones (or sampler: random or tpe)")
     elif search.trials is None:
         bad(("trials",), f"Missing with sampler {search.sampler}", "the number of trials to draw")
     if search.only and search.uses_study:

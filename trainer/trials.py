@@ -19,12 +19,13 @@ class Trial:
     batch_per_replica: int
     hyperparameters: dict = field(default_factory=dict)   # the candidate's own (a builder's arguments)
     number: int = 0                                       # the study's trial number (0: a grid without one)
+    seq: int = 0                                          # its place in the search's budget (0: a retry)
 
     @classmethod
-    def of(cls, name: str, candidate: str, values: dict, number: int = 0) -> "Trial":
+    def of(cls, name: str, candidate: str, values: dict, number: int = 0, seq: int = 0) -> "Trial":
         """From the values a grid point or a sampler chose (space.dimensions' names)."""
         own = {k: v for k, v in values.items() if k not in ("learning_rate", "batch_per_replica")}
-        return cls(name, candidate, float(values["learning_rate"]), int(values["batch_per_replica"]), own, number)
+        return cls(name, candidate, float(values["learning_rate"]), int(values["batch_per_replica"]), own, number, seq)
 
 
 def expand(cfg: TrainConfig, only: bool = True) -> list[Trial]:

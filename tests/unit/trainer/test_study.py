@@ -163,3 +163,84 @@ def test_a_trial_lost_again_and_again_fails_for_good_and_one_failing_on_its_own_
     states = [r["state"] for r in study.records()]
     assert states == ["retried", "retried", "failed", "failed"]
     assert "lost 3 times" in study.records()[2]["why"] and "Invalid value" in study.records()[3]["why"]
+
+
+def drain(study: Study, host: str = "h0", acc=lambda t: 0.5) -> list:
+    trials = []
+    while (trial := study.next(host)) is not None:
+        trials.append(trial)
+        finish(study, trial, acc(trial))
+    return trials
+
+
+def values_of(trial) -> tuple:
+    return (trial.candidate, trial.learning_rate, trial.batch_per_replica, tuple(sorted(trial.hyperparameters.items())))
+
+
+SMALL_DISCRETE = {"sampler": "tpe", "seed": 0, "learning_rates": [0.1, 0.01, 0.001],
+                  "batch_per_replica": [16, 32], "hyperparameters": {"small_cnn": {"width": [16, 32]}}}
+
+
+def test_tpe_over_a_small_discrete_space_never_trains_the_same_values_twice(tmp_path):
+    # 3 rates × 2 batches × (2 widths for small_cnn + 1 for deep_cnn) = 18 points, 14 trials
+    study = Study(cfg(**SMALL_DISCRETE, trials=14), tmp_path)
+    trials = drain(study, acc=lambda t: t.learning_rate)       # a signal TPE can chase into one corner
+    assert len(trials) == 14 and len({values_of(t) for t in trials}) == 14
+    assert [t.name.split("#")[1] for t in trials] == [f"{k:03d}" for k in range(1, 15)]   # no number skipped
+    assert len(study.records()) == 14 and study.counts()["done"] == 14
+
+
+def test_a_used_up_space_ends_the_search_saying_so(tmp_path):
+    said = []
+    study = Study(cfg(sampler="random", seed=1, trials=30, learning_rates=[0.1, 0.01], batch_per_replica=[16, 32]),
+                  tmp_path, log=said.append)
+    trials = drain(study)
+    assert len(trials) == 8 and len({values_of(t) for t in trials}) == 8      # 2 candidates × 2 × 2
+    assert study.done() and study.exhausted and study.counts()["left"] == 0
+    assert any("every one of the search's 8 combination(s) has been tried" in line for line in said)
+
+
+def test_a_restarted_chief_draws_on_instead_of_drawing_its_first_points_again(tmp_path):
+    search = {"sampler": "tpe", "seed": 5, "trials": 8, "learning_rate": {"log_uniform": [1e-4, 1e-1]}}
+    study = Study(cfg(**search), tmp_path)
+    first = [study.next() for _ in range(4)]
+    for trial in first:
+        finish(study, trial, 0.5)
+    resumed = Study(cfg(**search), tmp_path)                       # a new process on the same study.db
+    later = drain(resumed)
+    assert len(later) == 4
+    assert not {t.learning_rate for t in first} & {t.learning_rate for t in later}
+    assert len(resumed.study.get_trials()) == 8          # not even a repeated draw to throw away: the stream went on
+    assert [t.name.split("#")[1] for t in first + later] == [f"{k:03d}" for k in range(1, 9)]
+
+
+def test_a_retry_waits_for_a_host_that_did_not_fail_it_while_there_are_others(tmp_path):
+    study = Study(cfg(sampler="random", trials=3, seed=2, learning_rates=[0.1, 0.01]), tmp_path)
+    trial = study.next("h1")
+    retry = study.lose(trial.number, "h1 ran out of memory")
+    again = study.next("h1", elsewhere=True)
+    assert again.name != retry and "~" not in again.name              # h1 gets a fresh trial, not its own back
+    assert study.next("h2", elsewhere=True).name == retry
+    assert study.counts()["left"] == 1
+
+
+def test_a_damaged_study_file_is_one_clear_error_with_the_fix(tmp_path):
+    import pytest
+    from trainer.study import StudyDamaged
+    (tmp_path / "study.db").write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StudyDamaged) as caught:
+        Study(cfg(learning_rates=[0.1, 0.01]), tmp_path)
+    message = str(caught.value)
+    assert str(tmp_path / "study.db") in message and "tfcompose up --new-run" in message and "\n" not in message
+
+
+def test_a_grid_of_ten_billion_points_is_never_built(tmp_path):
+    import time
+    lists = {f"a{i}": list(range(10)) for i in range(10)}
+    config = TrainConfig.model_validate({"candidates": ["my_models:wide"], "epochs": 2,
+                                         "search": {"hyperparameters": {"my_models:wide": lists}, "trials": 3}})
+    started = time.monotonic()
+    study = Study(config, tmp_path)
+    names = [t.name for t in drain(study)]
+    assert time.monotonic() - started < 20 and len(names) == 3
+    assert names[1].endswith("a8=0,a9=1") and names[2].endswith("a8=0,a9=2")     # the grid's order, point by point
