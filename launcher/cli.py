@@ -99,14 +99,20 @@ def up_cmd(inventory_path: Path = InventoryOpt, wait: bool = typer.Option(False,
            parallel: Optional[int] = ParallelOpt, runs: Path = RunsOpt,
            queue: bool = typer.Option(False, "--queue", help="wait for hosts another cluster holds, in the order asked"),
            break_lease: bool = typer.Option(False, "--break-lease", help="take leases in the way whose containers are "
-                                            "gone or ended (never a live one)")) -> None:
-    """Lease, preflight, push, ship the image and start on every host; all or nothing. Idempotent."""
+                                            "gone or ended (never a live one)"),
+           new_run: bool = typer.Option(False, "--new-run", help="start a new run even if the last one of this "
+                                        "inventory stopped before its end (it would be resumed)")) -> None:
+    """Lease, preflight, push, ship the image and start on every host; all or nothing. A running run
+    goes on untouched, one that stopped before its end is resumed, anything else is a new run."""
     from launcher.stages.up import up
     from launcher.view import RichReporter, leaderboard, lost_trials, out, up_table
     cluster = _load(inventory_path)
     with RichReporter([h.name for h in cluster.hosts]) as rep:
-        report = up(cluster, rep, parallel, wait_for_end=wait, runs_dir=runs, queue=queue, break_lease=break_lease)
+        report = up(cluster, rep, parallel, wait_for_end=wait, runs_dir=runs, queue=queue, break_lease=break_lease,
+                    new_run=new_run)
     out.print(up_table(cluster, report))
+    _say({"new": f"run {report.run_id}: a new run", "resumed": f"run {report.run_id}: resumed where it stopped",
+          "running": f"run {report.run_id}: already running, left as it is"}[report.how])
     if report.links:
         _say(f"links between hosts (TF port), all open:\n{report.links.text()}")
     if report.outcome:
@@ -210,13 +216,17 @@ def tensorboard_cmd(run_dir: Optional[Path] = typer.Argument(None, help="a colle
 
 
 @app.command("collect")
-def collect_cmd(inventory_path: Path = InventoryOpt, runs: Path = RunsOpt) -> None:
+def collect_cmd(inventory_path: Path = InventoryOpt, runs: Path = RunsOpt,
+                run: Optional[str] = typer.Option(None, "--run", help="a run still on the hosts other than the current one")) -> None:
     """The chief's results and every host's log into runs/<cluster>/<run>/ (and runs/<cluster>/latest)."""
+    from launcher.runs import RUN_ID_RE
     from launcher.stages.collect import collect
     from launcher.view import RichReporter, leaderboard, out
+    if run is not None and not RUN_ID_RE.match(run):
+        raise BadInput(f"--run: Received {run!r}. Expected a run id as `tfcompose runs` shows it, like 20261125-140233-3f2a1b2c.")
     cluster = _load(inventory_path)
     with RichReporter([h.name for h in cluster.hosts]) as rep:
-        run_dir = collect(cluster, runs, rep)
+        run_dir = collect(cluster, runs, rep, run or "")
     board = leaderboard(run_dir)
     if board is not None:
         out.print(board)
@@ -245,9 +255,10 @@ def runs_cmd(inventory_path: Optional[Path] = typer.Option(None, "--inventory", 
     from launcher.text import clock
     from launcher.view import out, table
     found = find(runs, _load(inventory_path).name if inventory_path else None)
-    rows = [[r.cluster, r.run_id, r.started, r.mode, r.trials, r.best, f"{r.best_val_accuracy:.4f}", clock(r.duration_s),
-             r.restarts] for r in found]
-    out.print(table(f"runs in {runs}", ["cluster", "run", "started", "mode", "trials", "best trial", "val_acc",
+    rows = [[r.cluster, r.run_id, r.state, r.started, r.mode, r.trials or "", r.best,
+             f"{r.best_val_accuracy:.4f}" if r.trials else "", clock(r.duration_s) if r.trials else "", r.restarts]
+            for r in found]
+    out.print(table(f"runs in {runs}", ["cluster", "run", "state", "started", "mode", "trials", "best trial", "val_acc",
                                         "duration", "restarts"], rows))
 
 

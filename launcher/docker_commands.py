@@ -47,9 +47,10 @@ def container_logs(container: str, tail: int | None = None, follow: bool = False
     return ["sh", "-c", 'docker logs "$@" 2>&1', "sh", *flags, container]
 
 
-def compose_up(bundle_dir: str, project: str) -> list[str]:
+def compose_up(bundle_dir: str, project: str, recreate: bool = False) -> list[str]:
+    """Start the host's container; `recreate`: a new one in place of a stopped one (a resumed run)."""
     return ["docker", "compose", "--project-directory", bundle_dir, "-f", f"{bundle_dir}/compose.yaml",
-            "-p", project, "up", "-d", "--pull", "never", "--no-build"]
+            "-p", project, "up", "-d", "--pull", "never", "--no-build", *(["--force-recreate"] if recreate else [])]
 
 
 def image_id(image: str) -> list[str]:
@@ -95,6 +96,17 @@ if [ -e "$bundle/.tfcompose-cluster" ] || [ -e "$bundle/.tfcompose-bundle" ]; th
 elif [ -d "$bundle" ] && [ -n "$(ls -A "$bundle" 2>/dev/null)" ]; then say bundle foreign
 elif [ -e "$bundle" ] && [ ! -d "$bundle" ]; then say bundle foreign; else say bundle none; fi
 say uid "$(id -u):$(id -g)"
+# The host's current run (launcher/runs.py): its id and configuration, whether it finished, its container.
+if [ -f "$bundle/.tfcompose-run" ]; then
+  run=$(sed -n 's/^run=//p' "$bundle/.tfcompose-run" | head -n 1 | head -c 64)
+  config=$(sed -n 's/^config=//p' "$bundle/.tfcompose-run" | head -n 1 | head -c 64)
+  case "$run$config" in *[!0-9a-z-]*) run= config= ;; esac
+  if [ -n "$run" ]; then
+    say run "$run"; say run_config "$config"
+    if [ -e "$bundle/runs/$run/finished" ] || [ -e "$bundle/runs/$run/results/results.json" ]; then say run_finished 1; else say run_finished 0; fi
+    say run_state "$(docker ps -a --filter "label=tfcompose.cluster=$cluster" --filter "label=tfcompose.host=$host" --filter "label=tfcompose.run=$run" --format '{{.Status}}' 2>/dev/null | head -n 1 | head -c 100)"
+  fi
+fi
 if [ -n "$peer" ] && command -v ip >/dev/null 2>&1; then
   case "$peer" in *[!0-9a-fA-F.:]*) peer=$(getent hosts "$peer" 2>/dev/null | awk '{print $1; exit}');; esac
   say route "$(ip -o route get "$peer" 2>/dev/null | head -n 1)"
@@ -144,9 +156,22 @@ def probe_stop(name: str) -> list[str]:
 
 
 def read_progress_files(results: str) -> list[str]:
-    """Each worker's progress-<task>.json in the host's results folder, one per line (bounded)."""
-    return ["sh", "-c", 'for f in "$1"/progress-*.json; do [ -f "$f" ] && head -c 4096 "$f" && echo; done; true',
+    """Each worker's progress-<task>.json in the run's results folder, one per line (bounded), then
+    the chief queue's search-progress.json after a line `#search` (trainer/progress.py)."""
+    return ["sh", "-c", 'for f in "$1"/progress-*.json; do [ -f "$f" ] && head -c 16384 "$f" && echo; done; '
+            'if [ -f "$1/search-progress.json" ]; then echo "#search"; head -c 65536 "$1/search-progress.json"; echo; fi; true',
             "sh", results]
+
+
+def mark_finished(run_dir: str) -> list[str]:
+    """The run ended well (its chief exited 0): the next `up` starts a new run instead of resuming it."""
+    return ["sh", "-c", '[ -d "$1" ] && : > "$1/finished"; true', "sh", run_dir]
+
+
+def signal_lost(signals: str, host: str, why: str) -> list[str]:
+    """Tell the chief's trial queue that `host` is gone (trainer/coordinator.py reads signals/)."""
+    return ["sh", "-c", 'mkdir -p "$1" && printf "%s" "$3" > "$1/.$2.tmp" && mv -f "$1/.$2.tmp" "$1/$2.lost"',
+            "sh", signals, host, why]
 
 
 def image_survey(image: str) -> list[str]:

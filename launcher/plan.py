@@ -2,13 +2,14 @@
 parallel or not, which trials each host trains, the NIC and GPUs each host uses, and each host's
 trainer config.
 
-It is made in two steps, and only these: `make(cluster)` from the inventory alone (all that
+It is made in steps, and only these: `make(cluster)` from the inventory alone (all that
 `validate`, `render` and the commands attaching to a running cluster need), then, in `up`, once,
 `complete(...)` with what was found: each host's NIC and GPU count (cluster_rules.decide) and the
 identity of what the hosts will run (the image built here, the dataset_source digest), which the
-run id covers. Once the links are checked, `measured(...)` adds the slowest link's throughput for
-`allreduce: auto` (not in the run id: a link measured again is the same run). The stages read the
-plan and never change it.
+configuration id covers; `named(...)` with the run it starts or resumes (launcher/runs.py chooses);
+once the links are checked, `measured(...)` adds the slowest link's throughput for
+`allreduce: auto` (not in the configuration: a link measured again is the same run). The stages
+read the plan and never change it.
 """
 from __future__ import annotations
 
@@ -30,15 +31,25 @@ from launcher.inventory.model import Cluster, Host
 class Plan:
     cluster: Cluster
     code_hash: str                 # of run.code_dir; "" without `run:`
-    run_id: str                    # content hash of inventory + code: the same inventory is the same run
+    config_id: str                 # content hash of inventory, code, image and data: what the hosts run
     container_image: str           # what the containers run: `image`, or with `run:` the code layer on it
     parallel: bool                 # search.mode parallel: every host pulls its trials from the chief's queue
+    run_id: str = ""               # the run `up` starts or resumes (runs.choose); "" until it is known
     # What preflight found on the hosts (cluster_rules.decide): the NIC that routes to the peers
     # when the inventory names none, and the GPUs each host gets under gpus_per_host: min.
     nics: dict[str, str] = field(default_factory=dict)
     gpu_overrides: dict[str, Any] = field(default_factory=dict)
     # The slowest host-to-host link preflight measured (Mbit/s): `allreduce: auto` weighs it.
     link_mbit_s: Optional[float] = None
+
+    @property
+    def run(self) -> str:
+        """The run's id: the one `up` chose, or (rendering with no hosts to ask) the configuration's."""
+        return self.run_id or self.config_id
+
+    def run_dir(self, host: Host) -> str:
+        """Where this run lives on the host (launcher/runs.py)."""
+        return f"{host.bundle_dir}/runs/{self.run}"
 
     def nic(self, host: Host) -> Optional[str]:
         return host.nic or self.nics.get(host.name)
@@ -54,7 +65,9 @@ class Plan:
         if host is not None and self.parallel:
             chief = host.name == self.cluster.chief.name
             update["search"] = cfg.search.model_copy(update={
-                "queue": self.queue_for(host), "hosts": [h.name for h in self.cluster.hosts] if chief else None})
+                "queue": self.queue_for(host), "hosts": [h.name for h in self.cluster.hosts] if chief else None,
+                "addresses": {h.name: h.address for h in self.cluster.hosts} if chief else None,
+                "key_file": QUEUE_KEY_IN_CONTAINER})
         if cfg.allreduce.auto and cfg.allreduce.link_mbit_s is None and self.link_mbit_s is not None:
             update["allreduce"] = cfg.allreduce.model_copy(update={"link_mbit_s": self.link_mbit_s})
         return cfg.model_copy(update=update) if update else cfg
@@ -79,10 +92,13 @@ class Plan:
         return self.study_port if host.name == self.cluster.chief.name else None
 
 
+QUEUE_KEY_IN_CONTAINER = "/config/queue.key"
+
+
 def make(cluster: Cluster) -> Plan:
     code = code_hash(cluster.code_dir)
     parallel = cluster.spec.run is None and cluster.spec.train_or_defaults.search.mode == "parallel"
-    return Plan(cluster=cluster, code_hash=code, run_id=run_id(cluster, code),
+    return Plan(cluster=cluster, code_hash=code, config_id=config_id(cluster, code),
                 container_image=container_image(cluster.spec.image, code if cluster.spec.run else None),
                 parallel=parallel)
 
@@ -90,9 +106,14 @@ def make(cluster: Cluster) -> Plan:
 def complete(plan: Plan, nics: dict[str, str], gpu_overrides: dict[str, Any], image_id: str = "",
              dataset_digest: str = "") -> Plan:
     """The plan of an `up` that knows its hosts and what they will run: a rebuilt image or a changed
-    dataset_source is then a new run (new containers), as a changed inventory is."""
+    dataset_source is then another configuration (a new run, new containers), as a changed inventory is."""
     return replace(plan, nics=nics, gpu_overrides=gpu_overrides,
-                   run_id=run_id(plan.cluster, plan.code_hash, image=image_id, data=dataset_digest))
+                   config_id=config_id(plan.cluster, plan.code_hash, image=image_id, data=dataset_digest))
+
+
+def named(plan: Plan, run: str) -> Plan:
+    """The plan of the run `up` starts or resumes (or that a command attaches to)."""
+    return replace(plan, run_id=run)
 
 
 def measured(plan: Plan, link_mbit_s: Optional[float]) -> Plan:
@@ -103,14 +124,14 @@ def measured(plan: Plan, link_mbit_s: Optional[float]) -> Plan:
 # How the image reaches the hosts does not change what they run: no new containers for it.
 # How the launcher reaches the hosts (and ships to them), and where they keep their leases, is not
 # what they run: the same run, however reached.
-NOT_IN_RUN_ID = {"image_relay": True, "ssh": {"proxy_jump"}, "defaults": {"lease_dir"},
+NOT_IN_CONFIG = {"image_relay": True, "ssh": {"proxy_jump"}, "defaults": {"lease_dir"},
                  "hosts": {"__all__": {"proxy_jump", "lease_dir"}}}
-HOST_NOT_IN_RUN_ID = ("jumps", "proxy_command", "lease_dir")   # left out, so an id made before they existed holds
+HOST_NOT_IN_CONFIG = ("jumps", "proxy_command", "lease_dir")   # left out, so an id made before they existed holds
 
 
-def run_id(cluster: Cluster, code: str, **contents: str) -> str:
-    doc = {"spec": cluster.spec.model_dump(mode="json", exclude=NOT_IN_RUN_ID), "code": code,
-           "hosts": [{k: v for k, v in vars(h).items() if k not in HOST_NOT_IN_RUN_ID} | {"identity_file": None}
+def config_id(cluster: Cluster, code: str, **contents: str) -> str:
+    doc = {"spec": cluster.spec.model_dump(mode="json", exclude=NOT_IN_CONFIG), "code": code,
+           "hosts": [{k: v for k, v in vars(h).items() if k not in HOST_NOT_IN_CONFIG} | {"identity_file": None}
                      for h in cluster.hosts]}
     doc.update({k: v for k, v in contents.items() if v})
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:12]

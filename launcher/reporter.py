@@ -14,6 +14,7 @@ class Reporter(Protocol):
     def stage(self, host: str, stage: str, detail: str = "") -> None: ...
     def warn(self, host: str | None, message: str) -> None: ...
     def progress(self, host: str, progress, restarts: int = 0) -> None: ...   # a trainer/progress.Progress
+    def search(self, whole) -> None: ...     # a parallel search's trainer/progress.SearchProgress
     def transfer(self, host: str, what: str, done: int, total: int, elapsed_s: float) -> None: ...
 
 
@@ -33,6 +34,9 @@ class NullReporter:
         pass
 
     def progress(self, host: str, progress, restarts: int = 0) -> None:
+        pass
+
+    def search(self, whole) -> None:
         pass
 
     def transfer(self, host: str, what: str, done: int, total: int, elapsed_s: float) -> None:
@@ -58,6 +62,10 @@ class RecordingReporter:
     def progress(self, host: str, progress, restarts: int = 0) -> None:
         with self._lock:
             self.events.append((host, "progress", f"{progress.trial_index}/{progress.epoch}"))
+
+    def search(self, whole) -> None:
+        with self._lock:
+            self.events.append(("all", "search", f"{whole.done}/{whole.budget}"))
 
     def transfer(self, host: str, what: str, done: int, total: int, elapsed_s: float) -> None:
         with self._lock:

@@ -53,6 +53,7 @@ class RichReporter:
         self.bars: dict[str, tuple] = {}
         self.sending: dict[str, float] = {}     # host → fraction of a transfer under way
         self.search = ""                        # the chief's view of a study-driven search
+        self.whole = None                       # a parallel search's progress (trainer/progress.SearchProgress)
         self._printed: dict[str, tuple] = {}
         self.live = Live(self._table(), console=out, refresh_per_second=4, transient=False) if out.is_terminal else None
         self._lock = threading.Lock()
@@ -86,22 +87,37 @@ class RichReporter:
 
     def progress(self, host: str, progress, restarts: int = 0) -> None:
         with self._lock:
-            self.bars[host] = (progress, printable(describe(progress, restarts)))
-            summary = printable(search_summary(progress.search)) if progress.search else ""
-            if summary and summary != self.search:
-                self.search = summary
-                if not self.live:
-                    say(f"search: {summary}")
+            eta = self.whole.host_eta_seconds(host) if self.whole is not None and progress.scope == "host" else None
+            self.bars[host] = (progress, printable(describe(progress, restarts, eta)))
+            if progress.search:
+                self._say_search(search_summary(progress.search), progress.eta_seconds())
             if self.live:
                 self.live.update(self._table())
                 return
             # A restarted search counts its epochs again: start over after a restart.
             mark, seen_restarts = self._printed.get(f"{host}/epoch", ((0, 0), 0))
             now_restarts = max(restarts, progress.restarts)
-            lines, mark = epoch_lines(progress, mark if now_restarts == seen_restarts else (0, 0), restarts)
+            lines, mark = epoch_lines(progress, mark if now_restarts == seen_restarts else (0, 0), restarts, eta)
             self._printed[f"{host}/epoch"] = (mark, now_restarts)
             for line in lines:
                 say(f"{host}: {line}")
+
+    def search(self, whole) -> None:
+        """A parallel search's progress, from the chief's queue (trainer/progress.SearchProgress)."""
+        with self._lock:
+            self.whole = whole
+            self._say_search(search_summary(whole.summary()) + (f" ({whole.note})" if whole.note else ""),
+                             whole.eta_seconds())
+            if self.live:
+                self.live.update(self._table())
+
+    def _say_search(self, summary: str, eta) -> None:
+        """The search line: on a terminal with its ETA; off it, a line when the counts change."""
+        summary = printable(summary)
+        self.search = summary + (f"; ETA {clock(eta)}" if eta is not None else "")
+        if not self.live and summary != self._printed.get("search"):
+            self._printed["search"] = summary
+            say(f"search: {self.search}")
 
     def transfer(self, host: str, what: str, done: int, total: int, elapsed_s: float) -> None:
         """On a terminal, the host's row shows bytes, rate and ETA; off it, transfers stay quiet."""
@@ -222,30 +238,46 @@ def log_line_printer(hosts: list[str]):
 
 # --- training progress (trainer/progress.py's documents), as one line ---------------------------
 
-def describe(p, restarts: int = 0) -> str:
-    """One line: trial i/n, epoch j/m, images/s, the last metrics, the ETA (and restarts, if any)."""
+def trial_words(p, trial_index: int, trial: str) -> str:
+    """`trial 3/16 small_cnn#003` (every worker trains every trial), or in a parallel search, where
+    a host counts only its own, `small_cnn#007 (its 3rd trial)`."""
+    if p.scope == "host":
+        return f"{trial} (its {ordinal(trial_index)} trial)"
+    return f"trial {trial_index}/{p.trials} {trial}"
+
+
+def ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def describe(p, restarts: int = 0, eta=None) -> str:
+    """One line: the trial, epoch j/m, images/s, the last metrics, the ETA (and restarts, if any).
+    `eta`: a parallel search's ETA for this host (the search's, from the chief's queue)."""
     metrics = " ".join(f"{k} {v:.4f}" for k, v in (("loss", p.loss), ("acc", p.accuracy), ("val_acc", p.val_accuracy)))
-    line = (f"trial {p.trial_index}/{p.trials} {p.trial} epoch {p.epoch}/{p.epochs} {p.images_per_second:.0f} img/s "
-            f"{metrics} ETA {clock(p.eta_seconds())}")
+    eta = p.eta_seconds() if p.scope != "host" else eta
+    line = (f"{trial_words(p, p.trial_index, p.trial)} epoch {p.epoch}/{p.epochs} {p.images_per_second:.0f} img/s "
+            f"{metrics} ETA {clock(eta)}")
     restarts = max(restarts, p.restarts)
     return line + (f" restarts {restarts}" if restarts else "") + (" (done)" if p.done else "")
 
 
 def search_summary(search: dict) -> str:
     """`3 done, 1 pruned, 2 running, 4 left; best small_cnn#003 (val_acc 0.9750)`."""
-    text = f"{search['done']} done, {search['pruned']} pruned, {search['running']} running, {search['left']} left"
+    failed = f", {search['failed']} failed" if search.get("failed") else ""
+    text = f"{search['done']} done, {search['pruned']} pruned{failed}, {search['running']} running, {search['left']} left"
     return text + (f"; best {search['best']} (val_acc {search['best_val_accuracy']:.4f})" if search["best"] else "")
 
 
-def epoch_lines(p, after: tuple[int, int], restarts: int = 0) -> tuple[list[str], tuple[int, int]]:
-    """One line per epoch finished since `after` (trial index, epoch), in order; the new mark."""
+def epoch_lines(p, after: tuple, restarts: int = 0, eta=None) -> tuple[list[str], tuple]:
+    """One line per epoch finished since `after` (trial index, epoch), in order; the new mark.
+    `eta`: a parallel search's ETA for this host now (its earlier epochs' ETAs are not known)."""
     lines, mark = [], after
     restarts = max(restarts, p.restarts)
     for trial_index, trial, epoch, epochs, loss, acc, _val_loss, val_acc, ips in p.recent:
-        if (trial_index, epoch) <= after:
+        if (trial_index, epoch) <= after[:2]:
             continue
-        lines.append(f"trial {trial_index}/{p.trials} {trial} epoch {epoch}/{epochs} {ips:.0f} img/s loss {loss:.4f} "
-                     f"acc {acc:.4f} val_acc {val_acc:.4f} ETA {clock(p.eta_seconds(trial_index, epoch))}"
-                     + (f" restarts {restarts}" if restarts else ""))
+        when = p.eta_seconds(trial_index, epoch) if p.scope != "host" else eta
+        lines.append(f"{trial_words(p, trial_index, trial)} epoch {epoch}/{epochs} {ips:.0f} img/s loss {loss:.4f} "
+                     f"acc {acc:.4f} val_acc {val_acc:.4f} ETA {clock(when)}" + (f" restarts {restarts}" if restarts else ""))
         mark = (trial_index, epoch)
     return lines, mark

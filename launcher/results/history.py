@@ -3,11 +3,13 @@ side by side with one picture of each run's best validation curve (`tfcompose co
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from launcher.files import atomic_writer
+from launcher.results import outcome
 from trainer import results
 from trainer.errors import BadInput
 
@@ -24,13 +26,25 @@ class RunSummary:
     best_val_accuracy: float
     duration_s: Optional[float]
     restarts: int
+    state: str = "finished"        # outcome.json's: a run that failed or has not ended has no results
 
 
 def summarise(folder: Path, doc: dict) -> RunSummary:
     best = results.best(doc["candidates"])
+    made = outcome.read(folder)
     return RunSummary(folder.parent.name if folder.name != "local" else "local", folder.name, folder,
                       str(doc.get("started", "")), str(doc.get("mode", "sync")), len(doc["candidates"]),
-                      best["candidate"], best["val_accuracy"], duration(doc), doc.get("restarts") or 0)
+                      best["candidate"], best["val_accuracy"], duration(doc), doc.get("restarts") or 0,
+                      made.state if made else "finished")
+
+
+def without_results(folder: Path) -> Optional[RunSummary]:
+    """A collected run that left no results (it failed, or was collected while it ran): its outcome."""
+    made = outcome.read(folder)
+    if made is None:
+        return None
+    return RunSummary(folder.parent.name, folder.name, folder, made.collected, "", 0, made.message[:60], math.nan,
+                      None, 0, made.state)
 
 
 def duration(doc: dict) -> Optional[float]:
@@ -54,6 +68,8 @@ def find(runs_dir: Path, cluster: Optional[str] = None) -> list[RunSummary]:
                 found.append(summarise(folder, results.load(folder)))
             except results.ResultsError:
                 continue
+        elif (summary := without_results(folder)) is not None:
+            found.append(summary)
     return sorted(found, key=lambda r: r.started)
 
 

@@ -158,5 +158,23 @@ def write_report(folder: str | Path) -> Report:
         pictures.append(search_report.plot_search(doc, folder, _save))
         effect = search_report.plot_parameters(doc, folder, _save)
         pictures += [effect] if effect else []
-    write_atomic(folder / "report.md", markdown(doc, rows, pictures).encode())
+    text = markdown(doc, rows, pictures)
+    from launcher.results import outcome
+    made = outcome.read(folder)
+    if made is not None and made.failed:        # results of an earlier attempt: the run itself failed since
+        text = f"**This run failed:** {made.message}\n\n" + text
+    write_atomic(folder / "report.md", text.encode())
     return Report(folder, [folder / "report.md", *pictures], rows, doc)
+
+
+def write_outcome_only(folder: str | Path) -> Path:
+    """report.md of a run that left no results.json: how it ended (outcome.json) and where its logs are."""
+    from launcher.results import outcome
+    folder = Path(folder)
+    made = outcome.read(folder)
+    state = made.state if made else "unknown"
+    lines = [f"# Run {made.run if made else folder.name}", "",
+             f"**This run {'failed' if state == 'failed' else 'has no results yet' if state == 'running' else 'left no results'}.**"
+             + (f" {made.message}" if made and made.message else ""), "",
+             "Every host's log is in `logs/`."]
+    return write_atomic(folder / "report.md", ("\n".join(lines) + "\n").encode())

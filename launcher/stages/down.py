@@ -37,7 +37,21 @@ def purge(host: Host, conn) -> None:
     conn.run(["rm", "-rf", "--", folder])
 
 
+def mark_if_finished(host: Host, conn, cluster: str) -> None:
+    """The chief's container of its run exited 0: the run is marked finished before the container
+    (and what Docker knew of it) goes, so the next `up` starts a new run instead of resuming it."""
+    from launcher.stages.status import containers, newest, run_label
+    found = containers(conn, cluster, host.name)
+    if found:
+        top = newest(found)
+        run = run_label(top)
+        if run and top["State"].get("Status") == "exited" and top["State"].get("ExitCode") == 0:
+            conn.run(dc.mark_finished(f"{host.bundle_dir}/runs/{run}"), check=False)
+
+
 def down_host(host: Host, conn, cluster: str, with_purge: bool) -> str:
+    if host.chief:
+        mark_if_finished(host, conn, cluster)
     removed = remove_containers(host, conn, cluster)
     # A `tfcompose tensorboard` still serving this cluster ends with it (its keeper sees it gone).
     boards = conn.run(dc.remove_tensorboards(cluster, host.name)).stdout.strip()

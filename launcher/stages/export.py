@@ -71,7 +71,7 @@ def _quoting_dumper():
 
 def labels(plan: Plan) -> dict[str, str]:
     return {"app.kubernetes.io/managed-by": "tfcompose", "tfcompose.cluster": plan.cluster.name,
-            "tfcompose.run": plan.run_id}
+            "tfcompose.run": plan.run}
 
 
 def jobset(plan: Plan, namespace: str, claim: str, k) -> dict:

@@ -63,4 +63,4 @@ def train_yaml(plan: Plan) -> Optional[str]:
 def task_env(plan: Plan, results_dir: str, gpus: int) -> dict[str, str]:
     c = plan.cluster
     return {"TFC_NUM_WORKERS": str(len(c.hosts)), "TFC_TF_PORT": str(c.chief.tf_port), "TFC_RESULTS_DIR": results_dir,
-            "TFC_RUN_ID": plan.run_id, "TFC_CLUSTER": c.name, "TFC_EXPECT_GPUS": str(gpus)}
+            "TFC_RUN_ID": plan.run, "TFC_CLUSTER": c.name, "TFC_EXPECT_GPUS": str(gpus)}

@@ -97,7 +97,7 @@ def slurm_files(plan: Plan) -> dict[str, str]:
     extra_sbatch = (f"#SBATCH --gpus-per-node={gpus}\n" if gpus else "") + \
         (f"#SBATCH --partition={s.partition}\n" if s.partition else "")
     script = SBATCH.format(
-        cluster=plan.cluster.name, run=plan.run_id, nodes=len(plan.cluster.hosts), script=SCRIPT,
+        cluster=plan.cluster.name, run=plan.run, nodes=len(plan.cluster.hosts), script=SCRIPT,
         time=s.time_limit, extra_sbatch=extra_sbatch, exports=" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()),
         results=shlex.quote(results), submit_dir_check=SUBMIT_DIR_CHECK.format(runtime=s.runtime) if config else "",
         launch=launch(plan, s.runtime, binds + config, gpus, list(env), command))

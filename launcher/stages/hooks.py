@@ -21,7 +21,7 @@ def hook_environment(plan, failed: bool, message: str, run_dir: Path) -> dict[st
     env = {k: v for k, v in os.environ.items() if k != PASSPHRASE_ENV}
     return {**env, "TFC_RUN_DIR": str(Path(run_dir).resolve()), "TFC_OUTCOME": "failed" if failed else "finished",
             "TFC_MESSAGE": message.splitlines()[0] if message else "", "TFC_CLUSTER": plan.cluster.name,
-            "TFC_RUN_ID": plan.run_id}
+            "TFC_RUN_ID": plan.run}
 
 
 def after_run(plan, failed: bool, message: str, run_dir: Path) -> Optional[str]:

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Optional
 
 from launcher.files import REPO, write_atomic
-from launcher.plan import Plan, expect_gpus
+from launcher.plan import QUEUE_KEY_IN_CONTAINER, Plan, expect_gpus
+from launcher.runs import KEY_FILE, RUN_FILE, run_file_text
 
 TEMPLATES = REPO / "compose" / "templates"
 TF_PORT = 2222
@@ -130,7 +131,7 @@ def host_service(plan: Plan, host) -> ServiceSpec:
     results_dir = user.results_dir if user else plan.train_config().results_dir
     config = "/config/run.yaml" if user else "/config/train.yaml"
     gpus = plan.gpus(host)
-    env = {**task_environment(cluster, host, plan.run_id, results_dir), "TFC_EXPECT_GPUS": expect_gpus(gpus),
+    env = {**task_environment(cluster, host, plan.run, results_dir), "TFC_EXPECT_GPUS": expect_gpus(gpus),
            "TFC_OWNER_OF": config}
     if plan.parallel:  # every host trains alone: no shared cluster
         del env["TF_CONFIG"]
@@ -139,18 +140,22 @@ def host_service(plan: Plan, host) -> ServiceSpec:
     volumes = [f"./{config.rsplit('/', 1)[1]}:{config}:ro"]
     if host.data_dir:
         volumes.append(f"{host.data_dir}:/data:ro")
-    volumes.append(f"./results:{results_dir}")
+    run = f"./runs/{plan.run}"              # each run its own folders (launcher/runs.py)
+    volumes.append(f"{run}/results:{results_dir}")
     if user:
         env.update(user.env)
         command = list(user.command)
     else:
-        volumes.append(f"./backup:{plan.train_config().backup_dir}")
+        volumes.append(f"{run}/backup:{plan.train_config().backup_dir}")
         command = ["python3", "-m", "trainer", "--config", config]
+    if plan.parallel:                       # the queue's key for this run and host, never in a rendered file
+        volumes.append(f"{run}/{KEY_FILE}:{QUEUE_KEY_IN_CONTAINER}:ro")
     retries = cluster.spec.defaults.restart_retries
     return ServiceSpec(
         name=host.name, image=plan.container_image, command=[literal(c) for c in command],
         environment={k: literal(v) for k, v in env.items()}, volumes=[literal(v) for v in volumes],
-        labels={"tfcompose.cluster": cluster.name, "tfcompose.host": host.name, "tfcompose.run": plan.run_id},
+        labels={"tfcompose.cluster": cluster.name, "tfcompose.host": host.name, "tfcompose.run": plan.run,
+                "tfcompose.config": plan.config_id},
         network_mode="host", gpus=gpu_request(gpus),
         shm_size=None if host.shm_size == "host" else host.shm_size, ipc="host" if host.shm_size == "host" else None,
         nccl_ulimits=gpus != 0, restart=f"on-failure:{retries}" if retries else "no")
@@ -172,7 +177,8 @@ def render_host(plan: Plan, host) -> dict[str, str]:
     else:
         config_name, config = "train.yaml", ("# The trainer's configuration on this host (from the inventory's `train:` section).\n"
                                              + yaml.safe_dump(plan.train_config(host).model_dump(mode="json"), sort_keys=False))
-    return {"compose.yaml": compose, "tf_config.json": tf_conf, config_name: config, ".env": dotenv}
+    return {"compose.yaml": compose, "tf_config.json": tf_conf, config_name: config, ".env": dotenv,
+            RUN_FILE: run_file_text(plan.run, plan.config_id)}
 
 
 def render_cluster(plan: Plan) -> dict[str, dict[str, str]]:

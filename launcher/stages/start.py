@@ -1,5 +1,7 @@
 """Start: each host's container, all or nothing: if any host fails to start, the containers that
-did start are stopped again. Idempotent: a host already running this run is left alone."""
+did start are stopped again. Idempotent: a host already running this run is left alone; a host
+whose container of this run has stopped (the run is resumed) gets a new one, with Docker's whole
+restart budget again (a container started anew keeps the restarts it has used)."""
 from __future__ import annotations
 
 from launcher import docker_commands as dc
@@ -32,7 +34,8 @@ def start(group: Group, plan: Plan) -> dict[str, str]:
 
 def start_host(host: Host, conn, cluster: str, run: str) -> str:
     existing = [c for c in containers(conn, cluster, host.name) if run_label(c) == run]
-    if existing:
-        return f"already {existing[0]['State'].get('Status', 'unknown')}"
-    conn.run(dc.compose_up(host.bundle_dir, cluster), timeout=COMPOSE_UP_TIMEOUT_S)
-    return "started"
+    state = existing[0]["State"].get("Status", "unknown") if existing else ""
+    if state in ("running", "restarting", "created", "paused"):
+        return f"already {state}"
+    conn.run(dc.compose_up(host.bundle_dir, cluster, recreate=bool(existing)), timeout=COMPOSE_UP_TIMEOUT_S)
+    return "resumed" if existing else "started"

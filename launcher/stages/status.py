@@ -14,11 +14,12 @@ from typing import Optional
 from launcher import docker_commands as dc
 from launcher.errors import BadAnswer, RemoteError, summary
 from launcher.inventory.model import Cluster, Host
+from launcher.plan import Plan, named
+from launcher.runs import RUN_FILE, RUN_ID_RE
 from launcher.ssh.group import Group
 from launcher.stages import leases
 from launcher.text import printable
 
-RUN_ID_RE = re.compile(r"^(?:[0-9a-f]{12}|local)$")
 PROGRESS_MARKERS = (" epoch ", " done: ", "best: ", "cluster ready", "tfcompose trainer:", "joining a cluster",
                     "importing TensorFlow", "first training step done")
 
@@ -71,8 +72,28 @@ def newest_container(conn, cluster: str, host: str) -> dict:
     return newest(found)
 
 
+def current_run(conn, host: Host) -> str:
+    """The run a host's bundle names (launcher/runs.py), or "" when it names none tfcompose writes."""
+    text = conn.run(["sh", "-c", 'head -c 512 "$1" 2>/dev/null; true', "sh", f"{host.bundle_dir}/{RUN_FILE}"],
+                    check=False).stdout
+    run = next((line[4:].strip() for line in text.splitlines() if line.startswith("run=")), "")
+    return run if RUN_ID_RE.match(run) else ""
+
+
+def attach(group: Group, plan: Plan) -> Plan:
+    """The plan of the run the cluster is on now, for commands that attach to it (watch, collect,
+    status, tensorboard): the run the chief's bundle names, else its newest container's."""
+    chief = plan.cluster.chief
+    conn = group.conn(chief)
+    run = current_run(conn, chief)
+    if not run:
+        found = containers(conn, plan.cluster.name, chief.name)
+        run = run_label(newest(found)) if found else ""
+    return named(plan, run) if run else plan
+
+
 def run_label(container: dict) -> str:
-    """The container's run id: 12 hex digits as tfcompose writes it; anything else is refused."""
+    """The container's run id, as tfcompose writes it; anything else is refused."""
     value = (container["Config"].get("Labels") or {}).get(dc.LABEL_RUN, "")
     return value if isinstance(value, str) and RUN_ID_RE.match(value) else ""
 

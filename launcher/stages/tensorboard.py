@@ -179,12 +179,16 @@ def serve_live(cluster: Cluster, host_name: Optional[str], port: int, on_ready: 
 
 def _serve(cluster: Cluster, host: Host, conn, listener: socket.socket, on_ready: OnReady) -> Served:
     from launcher.ssh.tunnel import Forward, Held
-    from launcher.stages.status import newest_container
-    image = image_of(newest_container(conn, cluster.name, host.name), host.name)
+    from launcher.stages.status import current_run, newest_container, run_label
+    newest = newest_container(conn, cluster.name, host.name)
+    image = image_of(newest, host.name)
+    run = current_run(conn, host) or run_label(newest)
+    if not run:
+        raise RemoteError(host.name, reason=f"no run of cluster {cluster.name} here (run `tfcompose up` first)")
     conn.run(dc.remove_tensorboards(cluster.name, host.name, "orphans"))
     tag = dc.KEEPER_PREFIX + secrets.token_hex(8)
     said = KeeperOutput()
-    held = Held(conn, dc.tensorboard_keeper(cluster.name, host.name, tag, image, f"{host.bundle_dir}/results",
+    held = Held(conn, dc.tensorboard_keeper(cluster.name, host.name, tag, image, f"{host.bundle_dir}/runs/{run}/results",
                                             logdir(cluster), START_S, SILENCE_S), HEARTBEAT_S, said.feed).start()
     served, forward = Served(f"cluster {cluster.name} ({host.name})"), None
     try:

@@ -1,14 +1,16 @@
 """`up`: the stages in order, on every host; all or nothing.
 
     dataset source → leases (or wait for them: --queue) → preflight (+ cluster rules) → image built
-    here → plan completed → each host's folder claimed → image on the hosts → dataset (sync,
-    verify) → links (measured) → render → push → start [→ wait → collect → hooks → leases given back]
+    here → plan completed → the run chosen → each host's run folder claimed → image on the hosts →
+    dataset (sync, verify) → links (measured) → render → push → the run's keys → start
+    [→ wait → collect → hooks → leases given back]
 
 The leases come first, before preflight: a host held by another cluster is refused naming who holds
 what (preflight would only find its port busy), and a queued `up` is preflighted once its turn comes.
 
-The run id covers the inventory, your code, the image built here and the dataset_source: change
-any of them and `up` starts new containers; change nothing and it restarts nothing.
+The run (launcher/runs.py): the configuration — the inventory, your code, the image built here and
+the dataset_source — running on the hosts goes on (`up` restarts nothing), one that stopped before
+its end is resumed from its backups, anything else is a new run in folders of its own.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from launcher import plan as plan_mod
+from launcher import plan as plan_mod, runs
 from launcher.dataset import source as dataset_source, sync as dataset
 from launcher.dataset.digest import digest
 from launcher.errors import ClusterFailed, TfcError, summary
@@ -31,6 +33,7 @@ from launcher.stages.collect import collect_into
 @dataclass
 class UpSummary:
     run_id: str
+    how: str                       # what `up` did with the run: new, resumed or running (runs.choose)
     bytes_pushed: dict[str, int]
     images: dict[str, ImageOutcome]
     started: dict[str, str]
@@ -41,7 +44,8 @@ class UpSummary:
 
 
 def up(cluster: Cluster, reporter=None, parallel: Optional[int] = None, wait_for_end: bool = False,
-       poll_s: float = 2.0, runs_dir: Path = Path("runs"), queue: bool = False, break_lease: bool = False) -> UpSummary:
+       poll_s: float = 2.0, runs_dir: Path = Path("runs"), queue: bool = False, break_lease: bool = False,
+       new_run: bool = False) -> UpSummary:
     # A bad dataset_source stops here, before any host is touched.
     source = dataset_source.source_manifest(cluster.dataset_source, cluster.path)
     with Group(cluster, reporter, parallel) as group:
@@ -51,8 +55,10 @@ def up(cluster: Cluster, reporter=None, parallel: Optional[int] = None, wait_for
             shipment = image.prepare(group, base)
             plan = plan_mod.complete(base, found.nics, found.gpu_overrides, shipment.image_id if shipment else "",
                                      digest(source) if source else "")
+            run, how = runs.choose(plan.config_id, runs.host_run(facts[cluster.chief.name]), new_run)
+            plan = plan_mod.named(plan, run)
             leases.name_run(group, held, plan.run_id)
-            push.claim(group)
+            push.claim(group, plan)
             images = image.provide(group, plan, shipment)
             datasets = dataset.provide(group, plan, source) if dataset.needed(cluster) else {}
             matrix = links.check(group, plan) if links.needed(plan, facts) else None
@@ -60,11 +66,12 @@ def up(cluster: Cluster, reporter=None, parallel: Optional[int] = None, wait_for
             # a host keeps the figure its run started with (an `up` on a running cluster measures none).
             measured = plan_mod.measured(plan, matrix.slowest_mbit_s if matrix else None)
             pushed = push.push(group, render.render_cluster(measured), identities=render.render_cluster(plan))
+            push.place_keys(group, plan)
             with held.start():
                 started = start.start(group, plan)
         for host in cluster.hosts:
             group.reporter.stage(host.name, "running")
-        report = UpSummary(plan.run_id, pushed, images, started, matrix, plan.nics, datasets)
+        report = UpSummary(plan.run_id, how, pushed, images, started, matrix, plan.nics, datasets)
         if wait_for_end:
             report.outcome = wait.wait_for_end(group, plan, poll_s)
             try:
@@ -83,7 +90,7 @@ def give_back_after_run(group: Group) -> None:
 def finish(group: Group, plan, outcome: wait.RunOutcome, runs_dir: Path) -> None:
     """After the run: collect, run the hook, and fail if the run did."""
     collect_after(group, plan, outcome, runs_dir)
-    problem = hooks.after_run(plan, outcome.failed, outcome.message, runs_dir / plan.cluster.name / plan.run_id)
+    problem = hooks.after_run(plan, outcome.failed, outcome.message, runs_dir / plan.cluster.name / plan.run)
     if problem:
         group.reporter.warn(None, problem)
     if outcome.failed:
@@ -94,7 +101,7 @@ def collect_after(group: Group, plan, outcome: wait.RunOutcome, runs_dir: Path) 
     """Collect what there is; after a failed run, a host that cannot give its part is a warning,
     so that the reason the run failed stays the error the user sees."""
     try:
-        collect_into(group, plan, plan.run_id, runs_dir)
+        collect_into(group, plan, runs_dir, "failed" if outcome.failed else "finished", outcome.message)
     except TfcError as exc:
         if not outcome.failed:
             raise

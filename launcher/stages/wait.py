@@ -2,7 +2,9 @@
 host that fails for good stops the whole cluster.
 
 The rules are pure functions over host states and times (unit-tested without Docker):
-- `final_failure`: exited non-zero with Docker's restarts used up, or dead, or gone;
+- `final_failure`: exited non-zero with Docker's restarts used up, or dead, or gone, or exited for
+  longer than Docker would wait before a restart (a container killed by hand, `docker kill`, is
+  never restarted by Docker, whatever restarts it has left: `restart_window`);
 - `finished`: sync, the chief exited 0; parallel, every host did;
 - `first_failures`: who failed first (by FinishedAt): the others usually failed because they lost it;
 - `deadline`: for `run:` programs, which hold no watchdog of their own, the join and finish limits;
@@ -22,7 +24,7 @@ from launcher.ssh.group import Group
 from launcher.stages.down import stop_all
 from launcher.stages.status import HostStatus, statuses
 from launcher.text import clock, printable
-from trainer.progress import Progress, parse
+from trainer.progress import Progress, SearchProgress, parse, parse_search
 
 LOST_AFTER_TIMEOUTS = 3     # a host silent for this many command timeouts counts as failed
 
@@ -39,10 +41,20 @@ class RunOutcome:
 
 # --- the rules ------------------------------------------------------------------------------------
 
-def final_failure(st: HostStatus, retries: int) -> bool:
+def final_failure(st: HostStatus, retries: int, exited_for_s: float = 0.0) -> bool:
+    """Whether Docker is done with this host's container: dead or gone, or exited non-zero with its
+    restarts used up, or exited for longer than Docker waits before a restart (it was stopped by
+    hand: Docker never restarts those)."""
     if st.state in ("dead", "absent"):
         return True
-    return st.state == "exited" and st.exit_code not in (0, None) and st.restarts >= retries
+    failed = st.state == "exited" and st.exit_code not in (0, None)
+    return failed and (st.restarts >= retries or exited_for_s > restart_window(st.restarts))
+
+
+def restart_window(restarts: int) -> float:
+    """How long Docker can leave a failed container exited before it restarts it: its back-off
+    (100 ms, doubled at each restart, at most a minute), and a margin for a slow engine."""
+    return min(0.1 * 2 ** restarts, 60.0) + 10.0
 
 
 def must_finish(plan: Plan) -> list[str]:
@@ -57,19 +69,38 @@ def essential(plan: Plan, names) -> list[str]:
     return [n for n in names if not plan.parallel or n == plan.cluster.chief.name]
 
 
-def lost_hosts(states: dict[str, HostStatus], retries: int, unreachable: list[str]) -> list[str]:
+def lost_hosts(states: dict[str, HostStatus], retries: int, unreachable: list[str],
+               exited_for: Optional[dict[str, float]] = None) -> list[str]:
     """Parallel mode: hosts that failed for good or stopped answering — the run went on without them."""
-    return [n for n, st in states.items() if final_failure(st, retries) or n in unreachable]
+    exited_for = exited_for or {}
+    return [n for n, st in states.items() if final_failure(st, retries, exited_for.get(n, 0.0)) or n in unreachable]
 
 
 def finished(states: dict[str, HostStatus], names: list[str]) -> bool:
     return all(states[n].state == "exited" and states[n].exit_code == 0 for n in names)
 
 
-def first_failures(states: dict[str, HostStatus], retries: int) -> list[HostStatus]:
+def first_failures(states: dict[str, HostStatus], retries: int,
+                   exited_for: Optional[dict[str, float]] = None) -> list[HostStatus]:
     """The hosts that failed for good, the first to fail first (a missing time sorts last)."""
-    failed = [st for st in states.values() if final_failure(st, retries)]
+    exited_for = exited_for or {}
+    failed = [st for st in states.values() if final_failure(st, retries, exited_for.get(st.host, 0.0))]
     return sorted(failed, key=lambda st: st.finished_at or "~")
+
+
+def exited_since(states: dict[str, HostStatus], before: dict[str, float], now: float) -> dict[str, float]:
+    """Since when each host's container has been seen exited non-zero (a restart starts it over)."""
+    return {n: before.get(n, now) for n, st in states.items() if st.state == "exited" and st.exit_code not in (0, None)}
+
+
+def to_signal(plan: Plan, states: dict[str, HostStatus], retries: int, unreachable: list[str],
+              exited_for: dict[str, float], told: set[str]) -> list[str]:
+    """Parallel mode: the hosts whose loss the chief's queue should hear of now (once each): gone
+    for good or silent; the chief itself never (if it is gone, there is no queue to tell)."""
+    if not plan.parallel:
+        return []
+    chief = plan.cluster.chief.name
+    return [n for n in lost_hosts(states, retries, unreachable, exited_for) if n != chief and n not in told]
 
 
 def lost(unreachable_since: dict[str, float], now: float, limit: float) -> list[str]:
@@ -95,51 +126,105 @@ def deadline(run, elapsed: float, missing: Optional[list[str]], ports: dict[str,
 def wait_for_end(group: Group, plan: Plan, poll_s: float = 2.0, act: bool = True) -> RunOutcome:
     """Until the run finishes (the chief exits 0) or fails; on failure every container of the
     cluster is stopped (act=False, for `watch`: only reported)."""
-    retries = plan.cluster.spec.defaults.restart_retries
-    started, joined, unreachable_since = time.monotonic(), plan.cluster.spec.run is None, {}
-    ports = {h.name: h.tf_port for h in plan.cluster.hosts}
-    limit = LOST_AFTER_TIMEOUTS * plan.cluster.spec.ssh.command_timeout_s
+    watch = Watch(plan, time.monotonic())
     while True:
         states = {st.host: st for st in statuses(group, with_line=plan.cluster.spec.run is not None)}
         now = time.monotonic()
-        show(group, plan, states, now - started)
-        for name, st in states.items():
-            if st.state in ("unreachable", "unknown"):
-                unreachable_since.setdefault(name, now)
-            else:
-                unreachable_since.pop(name, None)
-        if finished(states, must_finish(plan)):
-            return finish(group, plan, states, lost(unreachable_since, now, limit), act)
-        failures = [f for f in first_failures(states, retries) if f.host in essential(plan, [f.host])]
-        if failures:
-            return fail_fast(group, failures, list(states.values()), act)
-        gone = essential(plan, lost(unreachable_since, now, limit))
-        if gone:
-            stopped = (list(stop_all(group).succeeded) or ["none: no host answered"]) if act else ["none: watching"]
-            return RunOutcome(True, f"{', '.join(gone)} stopped answering for {limit:g} s; stopped the cluster's "
-                              f"containers on the hosts that answer ({', '.join(stopped)})", list(states.values()))
-        missing = None if joined else closed_ports(group)
-        joined = joined or not missing
-        overdue = deadline(plan.cluster.spec.run, now - started, missing, ports)
-        if overdue and act:
-            stop_all(group)
-            return RunOutcome(True, f"stopped every container of the cluster: {overdue}", list(states.values()))
+        show(group, plan, states, now - watch.started)
+        watch.see(states, now)
+        tell_queue(group, plan, watch, states)
+        outcome = watch.ending(group, states, act)
+        if outcome is not None:
+            return outcome
         time.sleep(poll_s)
 
 
-def finish(group: Group, plan: Plan, states: dict[str, HostStatus], unreachable: list[str], act: bool) -> RunOutcome:
-    """The chief finished: in parallel mode, name the hosts the search went on without, and stop
-    what still runs on the others (their queue has closed)."""
-    chief = plan.cluster.chief.name
+class Watch:
+    """What the loop remembers between looks: who has been unreachable or exited since when, which
+    lost hosts the queue was told of, whether a `run:` program's hosts joined."""
+
+    def __init__(self, plan: Plan, started: float):
+        self.plan, self.started = plan, started
+        self.retries = plan.cluster.spec.defaults.restart_retries
+        self.joined = plan.cluster.spec.run is None
+        self.unreachable: dict[str, float] = {}
+        self.exited: dict[str, float] = {}
+        self.told: set[str] = set()
+        self.limit = LOST_AFTER_TIMEOUTS * plan.cluster.spec.ssh.command_timeout_s
+        self.now = started
+
+    def see(self, states: dict[str, HostStatus], now: float) -> None:
+        self.now = now
+        for name, st in states.items():
+            if st.state in ("unreachable", "unknown"):
+                self.unreachable.setdefault(name, now)
+            else:
+                self.unreachable.pop(name, None)
+        self.exited = exited_since(states, self.exited, now)
+
+    @property
+    def exited_for(self) -> dict[str, float]:
+        return {n: self.now - since for n, since in self.exited.items()}
+
+    @property
+    def gone(self) -> list[str]:
+        return lost(self.unreachable, self.now, self.limit)
+
+    def ending(self, group: Group, states: dict[str, HostStatus], act: bool) -> Optional[RunOutcome]:
+        """How the run ended, if it did by now."""
+        plan = self.plan
+        if finished(states, must_finish(plan)):
+            return finish(group, plan, states, self.gone, act, self.exited_for)
+        failures = [f for f in first_failures(states, self.retries, self.exited_for) if f.host in essential(plan, [f.host])]
+        if failures:
+            return fail_fast(group, failures, list(states.values()), act, plan)
+        gone = essential(plan, self.gone)
+        if gone:
+            stopped = (list(stop_all(group).succeeded) or ["none: no host answered"]) if act else ["none: watching"]
+            return RunOutcome(True, f"{', '.join(gone)} stopped answering for {self.limit:g} s; stopped the cluster's "
+                              f"containers on the hosts that answer ({', '.join(stopped)})", list(states.values()))
+        missing = None if self.joined else closed_ports(group)
+        self.joined = self.joined or not missing
+        ports = {h.name: h.tf_port for h in plan.cluster.hosts}
+        overdue = deadline(plan.cluster.spec.run, self.now - self.started, missing, ports)
+        if overdue and act:
+            stop_all(group)
+            return RunOutcome(True, f"stopped every container of the cluster: {overdue}", list(states.values()))
+        return None
+
+
+def tell_queue(group: Group, plan: Plan, watch: Watch, states: dict[str, HostStatus]) -> None:
+    """A parallel search: the chief's queue hears at once of a host this loop saw go (its trial is
+    handed on now, not after search.lost_after_s), through a file in the run's backup folder."""
+    for name in to_signal(plan, states, watch.retries, watch.gone, watch.exited_for, watch.told):
+        why = _how(states[name]) if name in states else "stop answering"
+        chief = plan.cluster.chief
+        try:
+            group.conn(chief).run(dc.signal_lost(f"{plan.run_dir(chief)}/backup/signals", name, why[:200]))
+            watch.told.add(name)
+        except Exception as exc:        # noqa: BLE001  (the queue finds out by itself after lost_after_s)
+            group.reporter.warn(chief.name, f"could not tell the trial queue that {name} is gone ({summary(exc)})")
+
+
+def finish(group: Group, plan: Plan, states: dict[str, HostStatus], unreachable: list[str], act: bool,
+           exited_for: Optional[dict[str, float]] = None) -> RunOutcome:
+    """The chief finished: the run is marked finished on the chief (the next `up` starts a new
+    run); in parallel mode, name the hosts the search went on without, and stop what still runs on
+    the others (their queue has closed)."""
+    chief = plan.cluster.chief
+    try:
+        group.conn(chief).run(dc.mark_finished(plan.run_dir(chief)), check=False)
+    except Exception:                   # noqa: BLE001  (the chief's results say so too, for the trainer)
+        pass
     if not plan.parallel:
-        return RunOutcome(False, f"chief {chief} finished (exit 0)", list(states.values()))
+        return RunOutcome(False, f"chief {chief.name} finished (exit 0)", list(states.values()))
     retries = plan.cluster.spec.defaults.restart_retries
-    gone = lost_hosts(states, retries, unreachable)
-    if act and any(st.state == "running" for n, st in states.items() if n != chief):
-        stop_all(group, [h for h in plan.cluster.hosts if h.name != chief])
+    gone = lost_hosts(states, retries, unreachable, exited_for)
+    if act and any(st.state == "running" for n, st in states.items() if n != chief.name):
+        stop_all(group, [h for h in plan.cluster.hosts if h.name != chief.name])
     # Which trial went where is the chief's to say (results.json's search.lost, shown after collect).
     said = "; ".join(f"{n} was lost ({_how(states[n])}); the search went on without it" for n in gone)
-    return RunOutcome(False, f"chief {chief} finished (exit 0): every trial is accounted for"
+    return RunOutcome(False, f"chief {chief.name} finished (exit 0): every trial is accounted for"
                       + (f"; {said}" if said else ""), list(states.values()), lost=gone)
 
 
@@ -150,8 +235,9 @@ def _how(st: HostStatus) -> str:
 
 
 def show(group: Group, plan: Plan, states: dict[str, HostStatus], elapsed: float) -> None:
-    """Each host's state; the trainer's progress, or for `run:` programs the time and last line."""
-    progress = read_progress(group) if plan.cluster.spec.run is None else {}
+    """Each host's state; the trainer's progress (and a parallel search's, from the chief's queue),
+    or for `run:` programs the time and last line."""
+    progress, search = read_progress(group, plan) if plan.cluster.spec.run is None else ({}, None)
     for name, st in states.items():
         detail = f"exit {st.exit_code}" if st.state == "exited" else st.error
         if plan.cluster.spec.run is not None and st.state == "running":
@@ -159,16 +245,23 @@ def show(group: Group, plan: Plan, states: dict[str, HostStatus], elapsed: float
         group.reporter.stage(name, st.state, detail + (f" (restarts {st.restarts})" if st.restarts else ""))
         if name in progress:
             group.reporter.progress(name, progress[name], st.restarts)
+    if search is not None and hasattr(group.reporter, "search"):
+        group.reporter.search(search)
 
 
-def read_progress(group: Group) -> dict[str, Progress]:
-    """The newest progress document of every host that has one (hosts that do not answer: none)."""
-    def newest(host: Host, conn) -> Optional[Progress]:
-        out = conn.run(dc.read_progress_files(f"{host.bundle_dir}/results"), check=False).stdout
-        found = [p for p in (parse(line) for line in out.splitlines() if line.strip()) if p]
-        return max(found, key=lambda p: p.updated) if found else None
+def read_progress(group: Group, plan: Plan) -> tuple[dict[str, Progress], Optional[SearchProgress]]:
+    """The newest progress document of every host that has one (hosts that do not answer: none),
+    and the chief queue's search document in a parallel search."""
+    def newest(host: Host, conn) -> tuple[Optional[Progress], Optional[SearchProgress]]:
+        out = conn.run(dc.read_progress_files(f"{plan.run_dir(host)}/results"), check=False).stdout
+        mine, _, search = out.partition("#search\n")
+        found = [p for p in (parse(line) for line in mine.splitlines() if line.strip()) if p]
+        return (max(found, key=lambda p: p.updated) if found else None,
+                parse_search(search.strip()) if search.strip() and host.chief else None)
     result = group.run("progress", newest)
-    return {h: p for h, p in result.succeeded.items() if p is not None}
+    chief = plan.cluster.chief.name
+    return ({h: p for h, (p, _) in result.succeeded.items() if p is not None},
+            result.succeeded.get(chief, (None, None))[1] if plan.parallel else None)
 
 
 def closed_ports(group: Group) -> list[str]:
@@ -178,7 +271,8 @@ def closed_ports(group: Group) -> list[str]:
     return [h for h in result.hosts if result.succeeded.get(h) is not True]
 
 
-def fail_fast(group: Group, failures: list[HostStatus], states: list, act: bool = True) -> RunOutcome:
+def fail_fast(group: Group, failures: list[HostStatus], states: list, act: bool = True,
+              plan: Optional[Plan] = None) -> RunOutcome:
     failed = failures[0]
     host = group.cluster.host(failed.host)
     tail = ""
@@ -193,8 +287,18 @@ def fail_fast(group: Group, failures: list[HostStatus], states: list, act: bool 
     then = "".join(f", then {f.host} (exit code {f.exit_code})" for f in failures[1:])
     return RunOutcome(True, f"{failed.host} failed ({detail}, after {failed.restarts} restart(s)){then}; "
                             + ("stopped every container of the cluster" if act else "the others were left running")
-                            + f". Last lines of {failed.host}'s log:\n  "
+                            + resume_hint(plan) + f". Last lines of {failed.host}'s log:\n  "
                             + "\n  ".join(last_lines(tail)), states)
+
+
+def resume_hint(plan: Optional[Plan]) -> str:
+    """How to go on: the trainer resumes a run from its backups; a `run:` program from whatever it keeps."""
+    if plan is None:
+        return ""
+    if plan.cluster.spec.run is None:
+        return (f"; `tfcompose up --wait` resumes run {plan.run} from its backups (the finished trials and the "
+                "last finished epoch are kept), `tfcompose up --new-run` starts over")
+    return f"; `tfcompose up --wait` starts run {plan.run}'s program again"
 
 
 def last_lines(log: str, n: int = 10) -> list[str]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from launcher.inventory.model import Cluster
 from launcher.plan import make
 from launcher.ssh.group import Group
+from launcher.stages.status import attach
 from launcher.stages.wait import RunOutcome, wait_for_end
 
 
 def watch(cluster: Cluster, reporter=None, poll_s: float = 2.0) -> RunOutcome:
     with Group(cluster, reporter) as group:
-        return wait_for_end(group, make(cluster), poll_s, act=False)
+        return wait_for_end(group, attach(group, make(cluster)), poll_s, act=False)

@@ -25,11 +25,11 @@ def test_the_code_folder_is_hashed_once_per_command_however_many_hosts(tmp_path,
 
 def test_a_rebuilt_image_or_a_changed_dataset_source_is_a_new_run_and_nothing_else_is():
     made = plan_mod.make(cluster(2))
-    assert plan_mod.complete(made, {}, {}).run_id == made.run_id  # render and export know no image: same id
-    ids = {plan_mod.complete(made, {}, {}, image, data).run_id
+    assert plan_mod.complete(made, {}, {}).config_id == made.config_id  # render and export know no image: same id
+    ids = {plan_mod.complete(made, {}, {}, image, data).config_id
            for image, data in (("sha256:a", ""), ("sha256:b", ""), ("sha256:a", "d1"), ("sha256:a", "d2"))}
-    assert len(ids) == 4 and made.run_id not in ids
-    assert plan_mod.complete(made, {}, {}, "sha256:a").run_id == plan_mod.complete(made, {}, {}, "sha256:a").run_id
+    assert len(ids) == 4 and made.config_id not in ids
+    assert plan_mod.complete(made, {}, {}, "sha256:a").config_id == plan_mod.complete(made, {}, {}, "sha256:a").config_id
 
 
 def test_reaching_the_hosts_through_a_bastion_is_the_same_run():
@@ -42,9 +42,9 @@ def test_reaching_the_hosts_through_a_bastion_is_the_same_run():
     spec = direct.spec.model_copy(update={"ssh": direct.spec.ssh.model_copy(update={"proxy_jump": "jump@gate"}),
                                           "hosts": [h.model_copy(update={"proxy_jump": "none"}) for h in direct.spec.hosts]})
     jumped = Cluster(direct.path, spec, tuple(replace(h, jumps=(gate,), proxy_command="nc %h %p") for h in direct.hosts))
-    assert plan_mod.make(jumped).run_id == plan_mod.make(direct).run_id
-    assert plan_mod.make(replace(direct, hosts=(replace(direct.hosts[0], ssh_port=2200), *direct.hosts[1:]))).run_id \
-        != plan_mod.make(direct).run_id            # what reaches the hosts' files still counts
+    assert plan_mod.make(jumped).config_id == plan_mod.make(direct).config_id
+    assert plan_mod.make(replace(direct, hosts=(replace(direct.hosts[0], ssh_port=2200), *direct.hosts[1:]))).config_id \
+        != plan_mod.make(direct).config_id            # what reaches the hosts' files still counts
 
 
 def test_the_measured_link_reaches_train_yaml_only_for_auto_and_never_over_the_users_figure():
@@ -54,7 +54,7 @@ def test_the_measured_link_reaches_train_yaml_only_for_auto_and_never_over_the_u
                             ({"allreduce": {"dtype": "bfloat16"}}, None), ({}, None)):
         made = plan_mod.make(cluster(2, train=train))
         measured = plan_mod.measured(made, 94.1234)
-        assert measured.run_id == made.run_id          # measured again, still the same run
+        assert measured.config_id == made.config_id          # measured again, still the same run
         config = yaml.safe_load(render.render_host(measured, measured.cluster.hosts[1])["train.yaml"])
         assert config["allreduce"]["link_mbit_s"] == expected, train
     unmeasured = plan_mod.measured(plan_mod.make(cluster(2, train={"allreduce": "auto"})), None)

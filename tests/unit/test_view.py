@@ -63,8 +63,9 @@ def test_off_a_terminal_the_search_line_comes_when_it_changes_and_without_a_host
     for search in (counts, counts, {**counts, "done": 4, "left": 3}):
         reporter.progress("h0", replace(doc, search=search))
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("search:")]
-    assert lines == ["search: 3 done, 1 pruned, 2 running, 4 left; best small_cnn#003 (val_acc 0.9750)",
-                     "search: 4 done, 1 pruned, 2 running, 3 left; best small_cnn#003 (val_acc 0.9750)"]
+    # the ETA: the trials left × an epoch each (no study figure says otherwise) × 10 s an epoch
+    assert lines == ["search: 3 done, 1 pruned, 2 running, 4 left; best small_cnn#003 (val_acc 0.9750); ETA 0:00:40",
+                     "search: 4 done, 1 pruned, 2 running, 3 left; best small_cnn#003 (val_acc 0.9750); ETA 0:00:30"]
 
 
 def test_the_leases_table_shows_every_hosts_leases_and_each_waiter_once(capsys):

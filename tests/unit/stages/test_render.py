@@ -38,7 +38,7 @@ def test_render_cli_writes_exactly_the_bundles_and_is_byte_stable(tmp_path, caps
     assert main(["render", "-i", str(case), "-o", str(tmp_path / "two")]) == 0
     files = sorted(p.relative_to(tmp_path / "one") for p in (tmp_path / "one").rglob("*") if p.is_file())
     assert [str(f) for f in files] == [f"oasis-search/{h}/{n}" for h in ("gpu-a", "gpu-b")
-                                       for n in (".env", "compose.yaml", "tf_config.json", "train.yaml")]
+                                       for n in (".env", ".tfcompose-run", "compose.yaml", "tf_config.json", "train.yaml")]
     for f in files:
         assert (tmp_path / "one" / f).read_bytes() == (tmp_path / "two" / f).read_bytes()
 
