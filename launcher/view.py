@@ -52,7 +52,7 @@ class RichReporter:
         self.stages = {h: ("waiting", "") for h in hosts}
         self.bars: dict[str, tuple] = {}
         self.sending: dict[str, float] = {}     # host → fraction of a transfer under way
-        self.search = ""                        # the chief's view of a study-driven search
+        self.search_line = ""                   # the search's progress, as one line
         self.whole = None                       # a parallel search's progress (trainer/progress.SearchProgress)
         self._printed: dict[str, tuple] = {}
         self.live = Live(self._table(), console=out, refresh_per_second=4, transient=False) if out.is_terminal else None
@@ -68,8 +68,8 @@ class RichReporter:
             done = p.fraction if p else self.sending.get(host)
             bar = ProgressBar(total=1.0, completed=done, width=20) if done is not None else Text("")
             t.add_row(Text(host), Text(stage), bar, Text(printable(text or detail)))
-        if self.search:
-            t.add_row(Text("all"), Text("search"), Text(""), Text(self.search))
+        if self.search_line:
+            t.add_row(Text("all"), Text("search"), Text(""), Text(self.search_line))
         return t
 
     def stage(self, host: str, stage: str, detail: str = "") -> None:
@@ -114,10 +114,10 @@ class RichReporter:
     def _say_search(self, summary: str, eta) -> None:
         """The search line: on a terminal with its ETA; off it, a line when the counts change."""
         summary = printable(summary)
-        self.search = summary + (f"; ETA {clock(eta)}" if eta is not None else "")
+        self.search_line = summary + (f"; ETA {clock(eta)}" if eta is not None else "")
         if not self.live and summary != self._printed.get("search"):
             self._printed["search"] = summary
-            say(f"search: {self.search}")
+            say(f"search: {self.search_line}")
 
     def transfer(self, host: str, what: str, done: int, total: int, elapsed_s: float) -> None:
         """On a terminal, the host's row shows bytes, rate and ETA; off it, transfers stay quiet."""

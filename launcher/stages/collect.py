@@ -32,9 +32,6 @@ def collect(cluster: Cluster, runs_dir: Path = Path("runs"), reporter=None, run:
     """The cluster's current run (or `run`, one still on the hosts) into runs/<cluster>/<run>/."""
     with Group(cluster, reporter) as group:
         plan = named(make(cluster), run) if run else attach(group, make(cluster))
-        if not plan.run_id:
-            raise RemoteError(cluster.chief.name, reason=f"no run of cluster {cluster.name} here to collect "
-                                                         "(run `tfcompose up` first)")
         states = {st.host: st for st in statuses(group, with_line=False)}
         chief = states.get(cluster.chief.name)
         state = ("finished" if chief and chief.state == "exited" and chief.exit_code == 0 and chief.run == plan.run
@@ -90,9 +87,10 @@ def fetch_log(host: Host, conn, cluster: str, folder: Path, run: str = "") -> in
     """The host's container log of this run into logs/<host>.log, streamed to disk (never whole in
     memory); a log already there from another container of the run (an earlier attempt, before the
     run was resumed) is kept as logs/<host>.attempt-<k>.log."""
-    found = [c for c in containers(conn, cluster, host.name) if not run or run_label(c) == run]
+    every = containers(conn, cluster, host.name)
+    found = [c for c in every if run_label(c) == run] or every      # this run's, else (older labels) the newest
     if not found:
-        raise RemoteError(host.name, reason=f"no container of run {run} of cluster {cluster} on this host")
+        raise RemoteError(host.name, reason=f"no container of cluster {cluster} on this host (run `tfcompose up` first)")
     container = newest(found)["Id"][:12]
     folder.mkdir(parents=True, exist_ok=True)
     keep_earlier_attempt(folder, host.name, container)

@@ -82,13 +82,17 @@ def current_run(conn, host: Host) -> str:
 
 def attach(group: Group, plan: Plan) -> Plan:
     """The plan of the run the cluster is on now, for commands that attach to it (watch, collect,
-    status, tensorboard): the run the chief's bundle names, else its newest container's."""
+    status, tensorboard): the run the chief's bundle names, else its newest container's, else (a
+    cluster started before runs had ids of their own) the configuration's."""
     chief = plan.cluster.chief
     conn = group.conn(chief)
     run = current_run(conn, chief)
     if not run:
         found = containers(conn, plan.cluster.name, chief.name)
         run = run_label(newest(found)) if found else ""
+        if found and not run:
+            group.reporter.warn(chief.name, "the container's tfcompose.run label is not a run id tfcompose writes; "
+                                            f"taking run {plan.run} instead")
     return named(plan, run) if run else plan
 
 

@@ -49,7 +49,8 @@ class World:
         return self.sandbox / "out" / "runs"
 
     def results(self, i: int = 0) -> Path:
-        folder = self.hosts[i].workdir / self.cluster / "results"
+        """The run's results folder on host i (launcher/runs.py: runs/<run>/results)."""
+        folder = self.hosts[i].workdir / self.cluster / "runs" / self.run_id / "results"
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 
@@ -249,7 +250,7 @@ HOST_CASES = [
     HostCase("preflight-refuses-a-foreign-folder", ["preflight", "-i", "{inv}"], foreign_folder, exit=(1,),
              says="was not made by tfcompose"),
     HostCase("purge-its-own-folder", ["down", "-i", "{inv}", "--purge"],
-             lambda w: (w.results() / ".." / ".tfcompose-cluster").write_text("tfcompose"), says="purged",
+             lambda w: (w.results() / ".." / ".." / ".." / ".tfcompose-cluster").write_text("tfcompose"), says="purged",
              check=assert_file(lambda w: w.hosts[0].workdir / w.cluster / ".tfcompose-cluster", None)),
 ]
 
@@ -310,5 +311,5 @@ def make_world(case: HostCase, farm, tmp_path: Path) -> World:
     if case.edit:
         case.edit(doc, world)
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    world.run_id = plan.make(load_cluster(path)).run_id
+    world.run_id = plan.make(load_cluster(path)).run       # no run file on the hosts: the configuration's
     return world

@@ -17,7 +17,7 @@ import yaml
 from launcher import plan as plan_mod
 from launcher.inventory.load import load_cluster
 from launcher.stages import render
-from support.cluster import cli, labelled, up_wait
+from support.cluster import cli, labelled, run_results, up_wait
 from support.common import REPO, free_ports
 from trainer import results
 from trainer.results import safe_name
@@ -112,7 +112,7 @@ def test_a_host_lost_for_good_mid_trial_has_its_trial_finished_on_another(cluste
                            "--runs", str(tmp_path / "runs")], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, env=os.environ.copy())
     try:
-        victim = wait_mid_trial(hosts[2].workdir / name / "results", name, "h2", up)
+        victim = wait_mid_trial(hosts[2].workdir / name, name, "h2", up)
         subprocess.run(["docker", "kill", victim], check=True, capture_output=True)    # restart_retries: 0
         out, _ = up.communicate(timeout=600)
     finally:
@@ -130,14 +130,15 @@ def test_a_host_lost_for_good_mid_trial_has_its_trial_finished_on_another(cluste
     assert cli(capsys, "down", "-i", str(inv))[0] == 0
 
 
-def wait_mid_trial(results, cluster: str, host: str, up: subprocess.Popen, seconds: float = 300) -> str:
+def wait_mid_trial(bundle, cluster: str, host: str, up: subprocess.Popen, seconds: float = 300) -> str:
     """h2's container once its progress file says an epoch of a trial is done (it is training);
     `up`'s output if it ended first."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if up.poll() is not None:
             raise AssertionError(f"up ended ({up.returncode}) before {host} got into a trial:\n{up.stdout.read()}")
-        doc = next((json.loads(p.read_text()) for p in results.glob("progress-*.json")), None)
+        results = run_results(bundle)
+        doc = next((json.loads(p.read_text()) for p in results.glob("progress-*.json")), None) if results else None
         if doc and doc["epoch"] >= 1 and not doc["done"]:
             ids = subprocess.run(["docker", "ps", "-q", "--filter", f"label=tfcompose.cluster={cluster}",
                                   "--filter", f"label=tfcompose.host={host}"], capture_output=True, text=True).stdout.split()

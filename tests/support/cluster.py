@@ -36,6 +36,16 @@ def wait_for_log(capsys, inv: Path, host: str, text: str, seconds: float = 60) -
     return False
 
 
+def run_results(bundle: Path):
+    """The results folder of the run a host's bundle names (launcher/runs.py), or None before it has one."""
+    try:
+        text = (Path(bundle) / ".tfcompose-run").read_text()
+    except OSError:
+        return None
+    run = next((line[4:] for line in text.splitlines() if line.startswith("run=")), "")
+    return Path(bundle) / "runs" / run / "results" if run else None
+
+
 def cli(capsys, *args) -> tuple[int, str, str]:
     code = main(list(args))
     captured = capsys.readouterr()
@@ -60,8 +70,13 @@ class CliProcess:
         self.proc = subprocess.Popen([sys.executable, "-c", "from launcher.cli import run; run()", *args], cwd=REPO,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []
-        self._reader = threading.Thread(target=lambda: self.lines.extend(iter(self.proc.stdout.readline, "")),
-                                        daemon=True)
+        self.times: list[float] = []              # when each line came (time.monotonic())
+
+        def read() -> None:
+            for line in iter(self.proc.stdout.readline, ""):
+                self.times.append(time.monotonic())
+                self.lines.append(line)
+        self._reader = threading.Thread(target=read, daemon=True)
         self._reader.start()
 
     def wait_for(self, pattern: str, seconds: float = 60) -> str:

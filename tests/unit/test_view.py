@@ -1,5 +1,7 @@
 """How the CLI shows things: progress lines off a terminal, bars on one."""
 from __future__ import annotations
+
+import pytest
 from launcher import view
 from support.builders import tracked
 
@@ -82,3 +84,25 @@ def test_the_leases_table_shows_every_hosts_leases_and_each_waiter_once(capsys):
     assert text.count("bob's cluster exp") == 1 and "waiting (`up --queue`)" in text
     view.out.print(view.leases_table([SimpleNamespace(host="h0", leases=[], waiting=[])]))
     assert "leases: none" in capsys.readouterr().out
+
+
+def test_a_parallel_searchs_line_and_each_hosts_eta_come_from_the_chiefs_queue(tmp_path, capsys):
+    from dataclasses import replace
+    from launcher.view import RichReporter
+    from trainer.progress import SearchProgress
+    counts = {"done": 2, "pruned": 1, "failed": 0, "running": 2, "left": 3, "best": "small_cnn#002",
+              "best_val_accuracy": 0.91}
+    hosts = {h: {"trial": f"small_cnn#00{i + 4}", "epoch": 1, "epochs": 3, "state": "training",
+                 "seconds_per_epoch": pace, "trials": 1, "silent_s": 0.5} for i, (h, pace) in enumerate((("h0", 10.0),
+                                                                                                      ("h1", 5.0)))}
+    whole = SearchProgress.of(counts, budget=8, max_epochs=3, expected_epochs=2.0, hosts=hosts, finished=False)
+    # left: 2 + 2 epochs under way, 3 trials × 2 epochs; h0 does 0.1 epochs/s, h1 0.2: 10 epochs / 0.3 per s
+    assert whole.eta_seconds() == pytest.approx(10 / 0.3)
+    assert whole.host_eta_seconds("h1") == pytest.approx((2 + 2 / 3 * 6) * 5.0)
+    reporter = RichReporter(["h0", "h1"])
+    reporter.search(whole)
+    doc = list(tracked(tmp_path, epochs=3, trials=1))[0]
+    reporter.progress("h1", replace(doc, scope="host", trials=0, trial="small_cnn#005", trial_index=1))
+    out = capsys.readouterr().out
+    assert "search: 2 done, 1 pruned, 2 running, 3 left; best small_cnn#002 (val_acc 0.9100); ETA 0:00:33" in out
+    assert "h1: trial1 (its 1st trial) epoch 1/3" in out and "ETA 0:00:30" in out     # its own pace, its share

@@ -60,3 +60,27 @@ def test_run_programs_are_stopped_by_their_join_and_finish_deadlines():
     assert "b (port 2223)" in why and "join_timeout_s" in why and "a (port" not in why
     assert wait.deadline(run, 61, None, ports) is None               # joined: only the finish limit counts
     assert "deadline_s" in wait.deadline(run, 3601, None, ports)
+
+
+def test_a_container_docker_will_not_restart_ends_the_wait_whatever_restarts_are_left():
+    killed = st("a", "exited", 137, restarts=0)         # `docker kill`: Docker never restarts it
+    assert not wait.final_failure(killed, retries=2, exited_for_s=1.0)          # a restart may still come
+    assert wait.final_failure(killed, retries=2, exited_for_s=wait.restart_window(0) + 1)
+    assert wait.restart_window(0) < 11 and wait.restart_window(20) == 70.0     # Docker's back-off, at most a minute
+    seen = wait.exited_since({"a": killed, "b": st("b", "running")}, {}, now=100.0)
+    assert seen == {"a": 100.0} and wait.exited_since({"a": killed}, seen, now=130.0) == {"a": 100.0}
+    assert wait.exited_since({"a": st("a", "running")}, seen, now=131.0) == {}    # restarted: the clock starts over
+
+
+def test_the_queue_hears_of_each_lost_host_once_and_never_of_the_chief():
+    par = plan_mod.make(cluster(3, train={"search": {"mode": "parallel"}, "candidates": ["small_cnn", "deep_cnn"]}))
+    states = {"h0": st("h0", "running"), "h1": st("h1", "exited", 137), "h2": st("h2", "running")}
+    assert wait.to_signal(par, states, 2, [], {"h1": 30.0}, set()) == ["h1"]
+    assert wait.to_signal(par, states, 2, ["h2"], {"h1": 30.0}, {"h1"}) == ["h2"]
+    assert wait.to_signal(par, {**states, "h0": st("h0", "absent")}, 2, [], {}, set()) == []
+    assert wait.to_signal(plan_mod.make(cluster(3)), states, 2, [], {"h1": 30.0}, set()) == []    # sync: no queue
+
+
+def test_a_chiefs_death_says_how_to_go_on():
+    hint = wait.resume_hint(plan_mod.named(plan_mod.make(cluster()), "20261125-140233-3f2a1b2c"))
+    assert "`tfcompose up --wait` resumes run 20261125-140233-3f2a1b2c" in hint and "--new-run" in hint

@@ -2,7 +2,6 @@
 every trial, the launcher's word that a host is gone, and the search's progress for the live view."""
 from __future__ import annotations
 
-import json
 import threading
 import time
 

@@ -1,0 +1,202 @@
+"""Runs you can trust, on a LAN lab (tests/support/lab.py): three hosts, each its own network
+namespace, sshd and Docker engine (h0 this machine's), a parallel TPE search with ASHA on the real
+digits. The same inventory run twice is two runs, each with only its own trials, files and HParams
+sessions, never overwritten; a worker killed by hand has its trial handed on as soon as the launcher
+sees it; the live search line moves while the chief trains; a chief killed by hand ends the wait
+(Docker never restarts it, whatever restarts are left), its run is collected as failed, and the next
+`up --wait` resumes it to the end without training any values twice."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from support.cluster import CliProcess, cli, run_results
+from support.common import free_ports, require
+from support.digits import write_digits
+from support.lab import Lab, available
+from support.sshd import write_inventory
+from trainer.results import safe_name
+
+pytestmark = pytest.mark.integration
+BUDGET = 6
+
+
+@pytest.fixture(scope="module")
+def lab(trainer_image):
+    ok, why = available()
+    require(ok, why)
+    # Its own /24 (10.213.70): the other labs (8, 9, 0, 30, 40, 50, 60) may be up at the same time.
+    built = Lab(tag=f"u{os.getpid() % 1000}", subnet="10.213.70").up(3, local_first=True)
+    try:
+        built.load_image(trainer_image)
+        yield built
+    finally:
+        built.down()
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory) -> Path:
+    root = write_digits(tmp_path_factory.mktemp("digits") / "digits")
+    for path in [root, *root.rglob("*")]:       # readable by the non-root user a container runs as
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return root
+
+
+def inventory(lab: Lab, folder: Path, digits: Path, image: str, **defaults) -> tuple[str, Path]:
+    name = f"u{uuid.uuid4().hex[:8]}"
+    train = {"dataset": {"kind": "image_folder", "train_dir": "/data", "val_dir": None, "validation_split": 0.25,
+                         "image_size": [16, 16], "color_mode": "grayscale"},
+             "candidates": ["small_cnn"], "epochs": 3, "batch_per_replica": 32, "join_timeout_s": 120,
+             # 3 rates × 2 batches × 2 widths: 12 points, of which TPE draws 6
+             "search": {"mode": "parallel", "sampler": "tpe", "trials": BUDGET, "seed": 3,
+                        "learning_rates": [0.01, 0.003, 0.001], "batch_per_replica": [16, 32],
+                        "hyperparameters": {"small_cnn": {"width": [16, 32]}},
+                        "pruner": "asha", "min_epochs": 1, "reduction_factor": 3, "port": free_ports(1)[0]}}
+    path = write_inventory(lab, folder / f"{name}.yaml", name, lab.hosts, known_hosts=lab.known_hosts(), train=train,
+                           image=image, defaults={"data_dir": str(digits), **defaults})
+    return name, path
+
+
+@pytest.fixture
+def cleanup(lab):
+    made = []
+    yield made
+    for name in made:
+        for host in lab.hosts:
+            ids = host.docker("ps", "-aq", "--filter", f"label=tfcompose.cluster={name}", check=False).stdout.split()
+            if ids:
+                host.docker("rm", "-f", *ids, check=False)
+
+
+def run_folder(runs: Path, name: str) -> Path:
+    return (runs / name / "latest").resolve()
+
+
+def budget_trials(doc: dict) -> list[dict]:
+    return [r for r in doc["candidates"] if "~" not in r["candidate"]]
+
+
+def values(record: dict) -> tuple:
+    return tuple(sorted(record["hyperparameters"].items()))
+
+
+def assert_only_its_own(folder: Path, doc: dict) -> None:
+    """The run's trials are the budget once each (no values twice, no number skipped), and every
+    history file and HParams session it brought back is one of its own trials."""
+    mine = budget_trials(doc)
+    assert sorted(r["candidate"] for r in mine) == [f"small_cnn#{k:03d}" for k in range(1, BUDGET + 1)]
+    assert len({values(r) for r in mine}) == BUDGET
+    names = {safe_name(r["candidate"]): r for r in doc["candidates"]}
+    for host in ("h0", "h1", "h2"):
+        for history in (folder / "hosts" / host / "history").glob("*.csv"):
+            assert history.stem in names and names[history.stem]["host"] == host, history
+    sessions = hparams_sessions(folder)
+    assert set(sessions) == set(names)
+    for run, session in sessions.items():
+        assert session["learning_rate"] == pytest.approx(names[run]["learning_rate"])
+        assert session["small_cnn.width"] == names[run]["hyperparameters"]["width"]
+
+
+def hparams_sessions(folder: Path) -> dict[str, dict]:
+    """Every HParams session (a trial in TensorBoard's dashboard) of every host: its values."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.plugins.hparams import plugin_data_pb2
+    found = {}
+    for events in folder.glob("hosts/*/tensorboard/*/events.out.tfevents.*"):
+        for event in EventFileLoader(str(events)).Load():
+            for value in event.summary.value:
+                if value.tag == "_hparams_/session_start_info":
+                    info = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content).session_start_info
+                    found[events.parent.name] = {k: v.number_value or v.string_value for k, v in info.hparams.items()}
+    return found
+
+
+def search_lines(output: str) -> list[str]:
+    """The live view's search lines, without their ETA."""
+    return [re.sub(r"; ETA .*$", "", line.strip()) for line in output.splitlines() if line.startswith("search:")]
+
+
+def mid_trial(lab: Lab, name: str, host: int, up: CliProcess, seconds: float = 600) -> str:
+    """The host's container once its progress file says an epoch of a trial is done."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert up.proc.poll() is None, f"up ended before h{host} got into a trial:\n{up.output}"
+        results = run_results(lab.hosts[host].workdir / name)
+        doc = next((json.loads(p.read_text()) for p in results.glob("progress-*.json")), None) if results else None
+        if doc and doc["epoch"] >= 1 and not doc["done"]:
+            ids = lab.hosts[host].docker("ps", "-q", "--filter", f"label=tfcompose.cluster={name}").stdout.split()
+            if ids:
+                return ids[0]
+        time.sleep(0.3)
+    raise AssertionError(f"h{host} never got into a trial:\n{up.output[-4000:]}")
+
+
+def test_the_same_inventory_twice_is_two_runs_each_with_only_its_own(lab, tmp_path, digits, trainer_image, capsys,
+                                                                    cleanup):
+    name, inv = inventory(lab, tmp_path, digits, trainer_image)
+    cleanup.append(name)
+    runs = tmp_path / "runs"
+    first_up = CliProcess("up", "-i", str(inv), "--wait", "--runs", str(runs))
+    assert first_up.finish(900) == 0, first_up.output
+    first = run_folder(runs, name)
+    first_doc = json.loads((first / "results.json").read_text())
+    assert_only_its_own(first, first_doc)
+    # The search line comes from the chief's queue, not from the chief's own loop: it moves as any
+    # host finishes a trial (before, only as often as the chief took a trial of its own).
+    chief_trials = sum(1 for r in first_doc["candidates"] if r["host"] == "h0")
+    assert len(set(search_lines(first_up.output))) > chief_trials + 1, first_up.output
+    assert not [line for line in first_up.output.splitlines() if re.search(r"trial \d+/\d+", line)]  # no global index per host
+    saved = (first / "results.json").read_bytes()
+    assert cli(capsys, "down", "-i", str(inv))[0] == 0
+
+    second_up = CliProcess("up", "-i", str(inv), "--wait", "--runs", str(runs))
+    victim = mid_trial(lab, name, 2, second_up)
+    killed = time.monotonic()
+    lab.hosts[2].docker("kill", victim)             # by hand: Docker will not restart it (restarts left or not)
+    assert second_up.finish(900) == 0, second_up.output
+    assert time.monotonic() - killed < 120, "the trial waited for search.lost_after_s (120 s) instead"
+    second = run_folder(runs, name)
+    assert second != first and (first / "results.json").read_bytes() == saved          # never overwritten
+    doc = json.loads((second / "results.json").read_text())
+    assert_only_its_own(second, doc)
+    retried = [r for r in doc["candidates"] if r["state"] == "retried"]
+    assert [r["host"] for r in retried] == ["h2"] and "the launcher saw h2" in retried[0]["why"]
+    retry = next(r for r in doc["candidates"] if r["candidate"] == retried[0]["retried_as"])
+    assert retry["host"] in ("h0", "h1") and values(retry) == values(retried[0])
+    listed = cli(capsys, "runs", "-i", str(inv), "--runs", str(runs))[1]
+    assert first.name in listed and second.name in listed
+    assert all(json.loads((f / "outcome.json").read_text())["state"] == "finished" for f in (first, second))
+    assert cli(capsys, "down", "-i", str(inv))[0] == 0
+
+
+def test_a_chief_killed_mid_run_is_collected_as_failed_and_the_next_up_resumes_it(lab, tmp_path, digits, trainer_image,
+                                                                               capsys, cleanup):
+    name, inv = inventory(lab, tmp_path, digits, trainer_image, restart_retries=2)     # the default
+    cleanup.append(name)
+    runs = tmp_path / "runs"
+    up = CliProcess("up", "-i", str(inv), "--wait", "--runs", str(runs))
+    up.wait_for(r"search: ([2-9]|\d\d) done|search: \d+ done, [1-9]", seconds=900)       # two trials ended
+    chief = subprocess.run(["docker", "ps", "-q", "--filter", f"label=tfcompose.cluster={name}",
+                            "--filter", "label=tfcompose.host=h0"], capture_output=True, text=True).stdout.split()
+    subprocess.run(["docker", "kill", *chief], check=True, capture_output=True)
+    assert up.finish(180) == 1, up.output                # ended: no wait for restarts Docker will not make
+    assert "h0 failed" in up.output and "`tfcompose up --wait` resumes run" in up.output
+    failed = run_folder(runs, name)
+    assert json.loads((failed / "outcome.json").read_text())["state"] == "failed"
+    assert "This run failed" in (failed / "report.md").read_text() and not (failed / "results.json").exists()
+
+    code, out, err = cli(capsys, "up", "-i", str(inv), "--wait", "--runs", str(runs))
+    assert code == 0, out + err
+    assert f"run {failed.name}: resumed" in out and run_folder(runs, name) == failed
+    doc = json.loads((failed / "results.json").read_text())
+    assert_only_its_own(failed, doc)
+    assert doc["restarts"] >= 1 and json.loads((failed / "outcome.json").read_text())["state"] == "finished"
+    assert (failed / "logs" / "h0.attempt-1.log").is_file() and (failed / "logs" / "h0.log").is_file()
+    assert cli(capsys, "down", "-i", str(inv))[0] == 0
