@@ -81,11 +81,16 @@ def test_up_wait_ships_trains_across_hosts_collects_and_down_cleans(cluster_env,
     assert re.search(r"^h1 \| \[worker:1\] deep_cnn epoch 3/3", out, re.M)
     assert all(line.startswith(("h0 | ", "h1 | ")) for line in out.splitlines())
 
-    # Again with nothing changed: nothing shipped, nothing pushed, nothing restarted.
+    # Again after a finished run: a run of its own (the finished one is never overwritten), nothing
+    # shipped; `up` again while that one runs restarts nothing and pushes nothing.
     code, out, err = cli(capsys, "up", "-i", str(inv))
     assert code == 0, out + err
-    assert out.count("already exited") == 2 and "shipped" not in out and len(re.findall(r"^h\d: image \(present, 0 B\)$", out, re.M)) == 2
-    assert out.count("│ 0 B") == 2  # bundle bytes
+    again = re.search(r"^run (\S+): a new run$", out, re.M)
+    assert again and again.group(1) != run_dir.name and out.count(" started ") == 2, out
+    assert "shipped" not in out and len(re.findall(r"^h\d: image \(present, 0 B\)$", out, re.M)) == 2
+    code, out, err = cli(capsys, "up", "-i", str(inv))
+    assert code == 0 and f"run {again.group(1)}: already running, left as it is" in out, out + err
+    assert out.count("already running") >= 2 and out.count("│ 0 B") == 2  # bundle bytes
 
     # A change in trainer/: only the trainer's layer (and what follows it) travels, and it runs.
     context = changed_trainer_context(tmp_path / "context", 'print("TFC-DELTA-MARK", flush=True)\n')

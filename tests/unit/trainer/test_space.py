@@ -66,3 +66,18 @@ def test_the_builtin_builders_take_exactly_the_hyperparameters_validate_allows()
     assert taken["small_cnn"] == space.BUILTIN_HYPERPARAMETERS["small_cnn"]
     assert taken["deep_cnn"] == space.BUILTIN_HYPERPARAMETERS["deep_cnn"]
     assert taken["build"] == space.BUILTIN_HYPERPARAMETERS["vgg16"] == space.BUILTIN_HYPERPARAMETERS["resnet50"]
+
+
+def test_a_grid_too_large_to_hold_is_refused_without_trials_and_sized_without_being_built():
+    import time
+    from trainer import space
+    from trainer.config import TrainConfig
+    lists = {f"a{i}": list(range(10)) for i in range(10)}
+    cfg = TrainConfig.model_validate({"candidates": ["my_models:wide"], "search": {"hyperparameters": {"my_models:wide": lists}}})
+    started = time.monotonic()
+    assert space.grid_size(cfg) == 10 ** 10 and space.space_size(cfg) == 10 ** 10
+    found = [p for p in space.problems(cfg) if p.loc == ("search", "trials")]
+    assert found and "10,000,000,000 combinations" in found[0].received and time.monotonic() - started < 1
+    with_trials = cfg.model_copy(update={"search": cfg.search.model_copy(update={"trials": 5})})
+    assert not [p for p in space.problems(with_trials) if p.loc == ("search", "trials")]
+    assert space.grid_point(with_trials, 10 ** 10 - 1)["values"]["a9"] == 9
