@@ -130,7 +130,8 @@ def search_in_parallel(cfg: TrainConfig, info: ClusterInfo, strategy, data):
     host = os.environ.get("TFC_HOST", "") or info.task_name
     if cfg.search.queue not in (None, "serve"):
         key = wire.read_key(Path(cfg.search.key_file)) if cfg.search.key_file else wire.new_key()
-        channel = q.Client(cfg.search.queue, host, key, patience_s=2 * cfg.search.lost_after_s)
+        channel = q.Client(cfg.search.queue, host, key, patience_s=2 * cfg.search.lost_after_s,
+                           first_patience_s=cfg.join_timeout_s)
         state = trial_loop.run_trials(trial_loop.QueueSource(cfg, info.task_name, strategy, channel, log),
                                       cfg, info.task_name, strategy, data, True, log)
         return state, [], {}, False, {}

@@ -227,25 +227,30 @@ class Channel:
 
 class Client(Channel):
     """A host's side over HTTP, each call signed with its key; retries while the chief cannot be
-    reached (its container restarting) for up to `patience_s`."""
+    reached (its container restarting) for up to `patience_s` — or, before the chief has answered
+    once, `first_patience_s` (the chief may still be importing TensorFlow: the join timeout's while)."""
 
-    def __init__(self, address: str, host: str, key: bytes, patience_s: float):
+    def __init__(self, address: str, host: str, key: bytes, patience_s: float, first_patience_s: float = 0.0):
         self.url, self.host, self.key, self.patience_s = f"http://{address}", host, key, patience_s
+        self.first_patience_s, self.answered = max(first_patience_s, patience_s), False
 
     def call(self, message):
         verb, doc = encode_call(message)
         data = dumps(doc)
-        deadline = time.monotonic() + self.patience_s
+        patience = self.patience_s if self.answered else self.first_patience_s
+        deadline = time.monotonic() + patience
         while True:
             stamp = sign_call(self.key, verb, self.host, data)
             try:
-                return decode_answer(verb, self._post(verb, data, stamp))
+                answer = decode_answer(verb, self._post(verb, data, stamp))
+                self.answered = True
+                return answer
             except urllib.error.HTTPError as exc:       # the chief answered, and refused: no retry helps
                 raise ClusterError(f"the chief's trial queue refused `{verb}`: {refusal(exc)}") from None
             except (urllib.error.URLError, OSError, ValueError) as exc:
                 if time.monotonic() > deadline:
                     raise ClusterError(f"the chief's trial queue at {self.url} did not answer for "
-                                       f"{self.patience_s:g} s ({exc}); giving up") from None
+                                       f"{patience:g} s ({exc}); giving up") from None
                 time.sleep(1.0)
 
     def _post(self, verb: str, data: bytes, stamp: Stamp):

@@ -113,6 +113,21 @@ def test_a_host_that_cannot_reach_the_chief_gives_up_after_its_patience():
     assert time.monotonic() - started < 2 + q.CALL_TIMEOUT_S
 
 
+def test_a_host_waits_longer_for_a_chief_that_has_not_answered_yet(served):
+    """The chief may still be importing TensorFlow when a faster host first calls."""
+    _, port = served
+    late = q.Client(f"127.0.0.1:{free_port()}", "h1", wire.host_key(RUN_KEY, "h1"), patience_s=1, first_patience_s=3)
+    started = time.monotonic()
+    with pytest.raises(ClusterError, match="did not answer for 3 s"):
+        late.ask(1, 0)
+    assert time.monotonic() - started >= 3
+    answered = client(port, "h1", patience_s=1)
+    answered.ask(1, 0)
+    answered.url = f"http://127.0.0.1:{free_port()}"          # the chief gone after it answered once
+    with pytest.raises(ClusterError, match="did not answer for 1 s"):
+        answered.ask(1, 0)
+
+
 def test_what_is_not_a_call_the_queue_knows_is_refused(served):
     _, port = served
     key = wire.host_key(RUN_KEY, "h1")
