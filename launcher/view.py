@@ -160,8 +160,9 @@ def up_table(cluster, report) -> Table:
 
 def status_table(cluster, states) -> Table:
     rows = [[st.host, st.state, "" if st.exit_code is None else st.exit_code,
-             "" if st.uptime_s is None else f"{st.uptime_s:.0f} s", st.restarts, st.last_line or st.error] for st in states]
-    return table(f"cluster {cluster.name}", ["host", "state", "exit", "uptime", "restarts", "last progress"], rows)
+             "" if st.uptime_s is None else f"{st.uptime_s:.0f} s", st.restarts, st.run, st.last_line or st.error]
+            for st in states]
+    return table(f"cluster {cluster.name}", ["host", "state", "exit", "uptime", "restarts", "run", "last progress"], rows)
 
 
 def leases_table(states) -> Table:

@@ -37,8 +37,9 @@ SIGNALS = "signals"          # in the backup folder: `<host>.lost`, written by t
 class Coordinator:
     def __init__(self, study: Study, lost_after_s: float, log: Callable[[str], None] = print,
                  hosts: Optional[Iterable[str]] = None, classes: int = 0, folder: Optional[Path] = None,
-                 progress: Optional[Path] = None):
+                 progress: Optional[Path] = None, own: str = ""):
         self.study, self.lost_after_s, self.log, self.classes = study, lost_after_s, log, classes
+        self.own = own                            # the chief's own host: its loop is this process, never silent
         self.known = set(hosts) if hosts else None    # None: the chief alone, without a launcher
         self.signals = Path(folder) / SIGNALS if folder else None
         self.progress_path = progress
@@ -187,7 +188,7 @@ class Coordinator:
 
     def _why_lost(self, number: int, host: str, now: float) -> str:
         silent = now - self.seen.setdefault(number, now)
-        if silent > self.lost_after_s:
+        if silent > self.lost_after_s and host != self.own:     # a busy chief's own loop is slow, not lost
             return f"{host} stopped answering for {self.lost_after_s:g} s"
         stalled, limit = now - self.progressed.setdefault(number, now), max(self.lost_after_s, STALL_FACTOR * self.slowest)
         if self.slowest and stalled > limit:

@@ -138,7 +138,7 @@ def search_in_parallel(cfg: TrainConfig, info: ClusterInfo, strategy, data):
     study = Study(cfg, backup_root(cfg, info.task_name), log)
     coordinator = Coordinator(study, cfg.search.lost_after_s, log, hosts=cfg.search.hosts, classes=data.num_classes,
                               folder=Path(cfg.backup_dir or Path(cfg.results_dir) / "backup"),
-                              progress=Path(cfg.results_dir) / SEARCH_FILE)
+                              progress=Path(cfg.results_dir) / SEARCH_FILE, own=host)
     server = stopped = None
     if cfg.search.queue == "serve":          # the launcher's cluster: the other hosts call in
         run_key = wire.read_key(Path(cfg.search.key_file)) if cfg.search.key_file else wire.new_key()

@@ -83,10 +83,10 @@ def run_trials(source: TrialSource, cfg: TrainConfig, task: str, strategy, data,
         if trained is None:
             continue
         record, model = trained
-        source.finish(trial, record)
         if results.better(record, best):        # the figures are the same on every worker: so is this
-            save_best(model, cfg, chief)
+            save_best(model, cfg, chief)        # before `finish`: the last finish may end the search
             best, state.best_model = record, trial.name
+        source.finish(trial, record)
         state.done.append(record)
         state.save()
     source.tracker.finished()

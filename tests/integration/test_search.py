@@ -106,7 +106,7 @@ def test_a_host_lost_for_good_mid_trial_has_its_trial_finished_on_another(cluste
     train = {"dataset": {"kind": "synthetic", "image_size": [16, 16], "per_class": 24}, "candidates": ["small_cnn"],
              "epochs": 4, "batch_per_replica": 8,
              "search": {"mode": "parallel", "learning_rates": [0.01, 0.005, 0.002, 0.001, 0.0005, 0.0002],
-                        "port": port, "lost_after_s": 5}}
+                        "port": port}}          # lost_after_s 120: the launcher tells the queue at once
     name, inv, hosts = cluster_env(n=3, train=train)
     up = subprocess.Popen([sys.executable, "-c", "from launcher.cli import run; run()", "up", "-i", str(inv), "--wait",
                            "--runs", str(tmp_path / "runs")], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -119,6 +119,7 @@ def test_a_host_lost_for_good_mid_trial_has_its_trial_finished_on_another(cluste
         up.kill()
     assert up.returncode == 0, out
     assert "h2 was lost" in out and "went to another host" in out
+    assert time.monotonic() - killed < 120, "h2's trial waited for search.lost_after_s"
     doc = json.loads((tmp_path / "runs" / name / "latest" / "results.json").read_text())
     finished = {r["candidate"].split("~")[0]: r for r in doc["candidates"] if r["state"] == "complete"}
     assert len(finished) == 6                                   # every grid point trained to the end, once
