@@ -20,6 +20,7 @@ from launcher.plan import Plan, make
 from launcher.ssh import transfer
 from launcher.ssh.group import Group
 from launcher.stages.status import containers, newest, newest_container, run_label
+from launcher.tracking import upload as tracking
 from trainer import results
 
 
@@ -59,6 +60,7 @@ def collect_into(group: Group, plan: Plan, run: str, runs_dir: Path) -> Path:
             report.write_report(run_dir)
         except results.ResultsError as exc:
             group.reporter.warn(None, f"no report: {exc}")
+    tracking.after_collect(group.reporter, plan, run, run_dir)     # with `tracking:`; a tracker down is a warning
     return run_dir
 
 

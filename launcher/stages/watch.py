@@ -5,9 +5,14 @@ from __future__ import annotations
 from launcher.inventory.model import Cluster
 from launcher.plan import make
 from launcher.ssh.group import Group
+from launcher.stages.collect import chief_run
 from launcher.stages.wait import RunOutcome, wait_for_end
+from launcher.tracking.outbox import live
 
 
 def watch(cluster: Cluster, reporter=None, poll_s: float = 2.0) -> RunOutcome:
     with Group(cluster, reporter) as group:
-        return wait_for_end(group, make(cluster), poll_s, act=False)
+        plan = make(cluster)
+        run = chief_run(group, plan) if cluster.tracking is not None else plan.run_id
+        with live(group, plan, run):          # with `tracking:`, each epoch to the tracker as it comes
+            return wait_for_end(group, plan, poll_s, act=False)
