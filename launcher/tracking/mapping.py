@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from launcher.text import printable
+from launcher.text import one_line, printable
 
 PREFIX = "tfcompose."
 EPOCH_METRICS = ("loss", "accuracy", "val_loss", "val_accuracy")
@@ -114,7 +114,7 @@ def trial_tags(record: dict, best: Optional[str], hosts: list[str]) -> dict[str,
         tags[f"{PREFIX}pruned_at_epoch"] = str(record["pruned_at_epoch"])
     for key in ("retried_as", "why"):
         if isinstance(record.get(key), str):
-            tags[f"{PREFIX}{key}"] = printable(record[key])[:500]
+            tags[f"{PREFIX}{key}"] = one_line(record[key], 500)
     if best is not None:
         tags[f"{PREFIX}best"] = "true" if record["candidate"] == best else "false"
     return tags

@@ -44,7 +44,8 @@ class Relay:
 
 class Outbox:
     def __init__(self, settings, cluster: str, run_id: str, hosts: list[str], reader: Optional[str],
-                 params: dict[str, str], tags: dict[str, str], reporter):
+                 params: dict[str, str], tags: dict[str, str], reporter, connect=Tracker):
+        self.connect = connect               # settings → a Tracker (tests: a stand-in for the tracker)
         self.settings, self.cluster, self.run_id, self.hosts = settings, cluster, run_id, hosts
         self.reader = reader                 # the one host whose progress counts (sync), or None: every host
         self.params, self.tags, self.reporter = params, tags, reporter
@@ -83,8 +84,8 @@ class Outbox:
     # --- the thread -------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        while not self._stop.wait(SEND_EVERY_S):
-            if self.kept and time.monotonic() >= self.retry_at:
+        while not self._stop.wait(SEND_EVERY_S):     # the search's run at once, then epochs as they come
+            if (self.kept or self.parent is None) and time.monotonic() >= self.retry_at:
                 self.send_kept()
 
     def send_kept(self) -> None:
@@ -105,7 +106,7 @@ class Outbox:
 
     def _send(self) -> None:
         if self.tracker is None:
-            self.tracker = Tracker(self.settings)
+            self.tracker = self.connect(self.settings)
         tracker = self.tracker
         if self.parent is None:
             self.parent = self._parent(tracker)

@@ -16,6 +16,7 @@ URI_ENV = "MLFLOW_TRACKING_URI"
 SECRET_ENV = ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_USERNAME",
               "MLFLOW_TRACKING_CLIENT_CERT_PATH", "MLFLOW_TRACKING_AUTH")
 MASK = "***"
+MIN_LENGTH = 4
 
 
 def shown(uri: str) -> str:
@@ -35,24 +36,27 @@ def has_secret(uri: str) -> bool:
 
 
 def secrets(uri: Optional[str], environ: Optional[dict] = None) -> list[str]:
-    """Every secret string: the URI's user part (each half, as written and decoded), its query
-    values, and the secret variables' values; longest first, so a longer one is masked whole."""
+    """Every secret string: the URI's user part (as written and decoded), its password (or the
+    user name when there is no password: a token given as the user), its query values, and the
+    token and password variables' values; longest first, so a longer one is masked whole. Strings
+    under MIN_LENGTH characters are left out: no real secret is that short, and masking every
+    `tfc` would garble every message."""
     environ = os.environ if environ is None else environ
     found: set[str] = set()
     if uri:
         try:
             parts = urlsplit(uri)
             userinfo = parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else ""
-            for piece in [userinfo, *userinfo.split(":", 1)] if userinfo else []:
+            user, _, password = userinfo.partition(":")
+            for piece in (userinfo, password or user) if userinfo else ():
                 found.update({piece, unquote(piece)})
-            for _key, value in parse_qsl(parts.query, keep_blank_values=False):
-                found.add(value)
+            found.update(value for _key, value in parse_qsl(parts.query))
             if userinfo or parts.query:
                 found.add(uri)
         except ValueError:
             found.add(uri)
-    found.update(environ.get(name, "") for name in SECRET_ENV if name != "MLFLOW_TRACKING_CLIENT_CERT_PATH")
-    return sorted((s for s in found if s), key=len, reverse=True)
+    found.update(environ.get(name, "") for name in ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_PASSWORD"))
+    return sorted((s for s in found if len(s) >= MIN_LENGTH), key=len, reverse=True)
 
 
 def scrub(text: str, secret: Iterable[str]) -> str:
