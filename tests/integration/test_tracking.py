@@ -25,14 +25,15 @@ import pytest
 from support.cluster import CliProcess
 from support.common import REPO, require
 
-pytestmark = pytest.mark.integration
+# A whole search on two hosts each: on this shared 2-core machine, minutes when it is busy.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 TRIALS_SYNC = {"dataset": {"kind": "synthetic", "image_size": [16, 16], "per_class": 16}, "candidates": ["small_cnn"],
                "epochs": 2, "batch_per_replica": 16, "join_timeout_s": 90,
-               "search": {"sampler": "random", "trials": 3, "seed": 3, "learning_rate": [0.01, 0.002],
-                          "hyperparameters": {"small_cnn": {"width": [8, 16]}}}}
+               "search": {"sampler": "random", "trials": 2, "seed": 3, "learning_rate": {"log_uniform": [0.001, 0.03]},
+                          "hyperparameters": {"small_cnn": {"width": {"log_integer": [8, 24]}}}}}
 TRIALS_PARALLEL = {"dataset": {"kind": "synthetic", "image_size": [16, 16], "per_class": 16}, "candidates": ["small_cnn"],
                    "epochs": 3, "batch_per_replica": 16,
-                   "search": {"mode": "parallel", "learning_rates": [0.01, 0.005, 0.002, 0.001]}}
+                   "search": {"mode": "parallel", "learning_rates": [0.01, 0.003, 0.001]}}
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +135,7 @@ def test_a_sync_search_is_one_parent_and_one_run_per_trial_with_the_best_model_r
     assert code == 0, out
     run_dir = runs / name / "latest"
     assert f"MLflow at http://***@127.0.0.1:{mlflow_server.port}" in out          # the live view's row
-    assert "tracked in MLflow: 3 trial run(s)" in out and "registered as tfc-sync-best version 1" in out
+    assert "tracked in MLflow: 2 trial run(s)" in out and "registered as tfc-sync-best version 1" in out
 
     client = mlflow_server.client()
     doc, parent, by_name = assert_trials_match(client, run_dir, "sync-search", ["h0", "h1"])
@@ -151,7 +152,7 @@ def test_a_sync_search_is_one_parent_and_one_run_per_trial_with_the_best_model_r
     # Twice more by hand: nothing is sent twice.
     for _ in range(2):
         code, again = run_cli("track", str(run_dir), "-i", str(inv), env=secrets_env, timeout=300)
-        assert code == 0 and "tracked in MLflow: 3 trial run(s)" in again, again
+        assert code == 0 and "tracked in MLflow: 2 trial run(s)" in again, again
     assert_trials_match(client, run_dir, "sync-search", ["h0", "h1"])        # each epoch still once
     assert len(client.search_model_versions("name = 'tfc-sync-best'")) == 1
 
@@ -194,21 +195,22 @@ def test_a_tracker_killed_mid_run_stops_no_training_and_track_sends_the_rest_aft
     assert f"`tfcompose track {runs / name / up_run(runs / name)}` sends the rest" in out
     run_dir = runs / name / "latest"
     doc = json.loads((run_dir / "results.json").read_text())
-    assert len(doc["candidates"]) == 4 and all(r["state"] == "complete" for r in doc["candidates"])
+    assert len(doc["candidates"]) == 3 and all(r["state"] == "complete" for r in doc["candidates"])
     ledger = json.loads((run_dir / "tracking.json").read_text())
     assert ledger["complete"] is False and "no answer" in ledger["pending"]
 
     mlflow_server.start()
     code, said = run_cli("track", str(run_dir), timeout=300)          # where the run went before (tracking.json)
-    assert code == 0 and "tracked in MLflow: 4 trial run(s)" in said, said
+    assert code == 0 and "tracked in MLflow: 3 trial run(s)" in said, said
     client = mlflow_server.client()
     _, _, by_name = assert_trials_match(client, run_dir, "parallel-search", ["h0", "h1"])
     assert {r.data.tags["tfcompose.host"] for r in by_name.values()} <= {"h0", "h1"}
     (version,) = client.search_model_versions("name = 'tfc-parallel-best'")
     assert version.run_id == by_name[doc["best"]["candidate"]].info.run_id
     from mlflow.entities import LoggedModelStatus
-    model = client.get_logged_model(version.model_id)
+    model = client.get_logged_model(json.loads((run_dir / "tracking.json").read_text())["model_id"])
     assert model.status == LoggedModelStatus.READY and model.source_run_id == version.run_id
+    assert {f.path for f in client.list_logged_model_artifacts(model.model_id)} >= {"MLmodel", "data"}
 
 
 def up_run(cluster_dir: Path) -> str:

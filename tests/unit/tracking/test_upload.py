@@ -65,3 +65,13 @@ def test_the_best_models_folder_is_the_hosts_own_and_never_a_link_or_a_path_out(
     sync = {**DOC, "mode": "sync"}
     (folder / "mlflow_model").symlink_to(model)
     assert upload.model_folder(folder, sync, best) is None
+
+
+def test_track_without_a_tracker_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    from launcher.cli import main
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    folder = run_folder(tmp_path)
+    assert main(["track", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "Received no tracker: MLFLOW_TRACKING_URI is not set and the run was never tracked" in err
+    assert "Traceback" not in err and not (folder / "tracking.json").exists()
