@@ -100,8 +100,14 @@ class Tracker:
         """The search's parent run (the oldest, if two launchers made one each), or None."""
         query = (f"tags.`{mapping.PREFIX}run_id` = '{run_id}' and tags.`{mapping.PREFIX}cluster` = '{cluster}' "
                  f"and tags.`{mapping.PREFIX}kind` = 'search'")
-        runs = self._all_runs(query, "the search's run")
-        return min(runs, key=lambda r: (r.info.start_time or 0, r.info.run_id)) if runs else None
+        runs = sorted(self._all_runs(query, "the search's run"), key=lambda r: (r.info.start_time or 0, r.info.run_id))
+        for extra in runs[1:]:         # two launchers made one each at once: one search stays, with its trials
+            for child in self._all_runs(f"tags.`mlflow.parentRunId` = '{extra.info.run_id}'", "a second search's trials"):
+                with self.call("delete a second search's trial"):
+                    self.client.delete_run(child.info.run_id)
+            with self.call("delete a second run of the search"):
+                self.client.delete_run(extra.info.run_id)
+        return runs[0] if runs else None
 
     def create_search(self, cluster: str, run_id: str, tags: dict[str, str]):
         with self.call("create the search's run"):

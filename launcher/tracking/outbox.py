@@ -118,6 +118,7 @@ class Outbox:
             if self._stop.is_set():
                 return
             run = self._trial_run(tracker, trial, epochs[0].host)
+            self.sent[trial] |= tracker.steps(run)      # what another sender (a `watch` beside `up --wait`) sent
             new = sorted((e for e in epochs if e.step not in self.sent[trial]), key=lambda e: e.step)
             tracker.log(run, epochs=new)
             with self._lock:

@@ -141,3 +141,18 @@ def test_in_parallel_mode_every_hosts_trials_are_read_and_the_relay_still_shows_
     assert reporter.warnings == [("h1", "a warning goes through")]
     hosts = {r.data.tags["tfcompose.trial"]: r.data.tags["tfcompose.host"] for r in stand_in.runs.values() if r.parent}
     assert hosts == {"t1": "h0", "t2": "h1"}
+
+
+def test_two_senders_at_once_send_each_epoch_once(tmp_path):
+    # `watch` beside `up --wait`: both read the same progress and send to the same tracker.
+    stand_in = StandIn()
+    first, second = outbox(stand_in, RecordingReporter()), outbox(stand_in, RecordingReporter())
+    second.offer("h0", progress_of(tmp_path, "a", [("t1", 1)]))
+    second.send_kept()
+    first.offer("h0", progress_of(tmp_path, "b", [("t1", 1), ("t1", 2)]))
+    first.send_kept()
+    second.offer("h0", progress_of(tmp_path, "c", [("t1", 1), ("t1", 2), ("t1", 3)]))
+    second.send_kept()
+    (trial,) = [r.info.run_id for r in stand_in.runs.values() if r.parent]
+    assert sorted(stand_in.metrics[trial]) == [(1, 0.1), (2, 0.2), (3, 0.3)]
+    assert len([r for r in stand_in.runs.values() if r.parent is None]) == 1
