@@ -20,6 +20,7 @@ from typing import Callable
 
 ENV = "TFC_MLFLOW_MODEL"
 FOLDER = "mlflow_model"
+_unavailable: list[str] = []        # why MLflow could not be imported (said once, at the start)
 
 
 def wanted() -> bool:
@@ -37,13 +38,14 @@ def prepare(log: Callable[[str], None] = print) -> None:
     try:
         import mlflow.tensorflow  # noqa: F401
     except Exception as exc:  # noqa: BLE001 (not installed, or broken: training goes on)
+        _unavailable.append(type(exc).__name__)
         log(f"the best model will not be written in MLflow's format: mlflow cannot be imported in this image "
             f"({type(exc).__name__}: {str(exc)[:200]}); the launcher logs best_model.keras as a file instead")
 
 
 def export(results: Path, log: Callable[[str], None] = print) -> None:
     """results/best_model.keras → results/mlflow_model/ (written beside, then renamed)."""
-    if not wanted():
+    if not wanted() or _unavailable:
         return
     try:
         _export(Path(results))
