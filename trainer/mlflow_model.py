@@ -20,6 +20,7 @@ from typing import Callable
 
 ENV = "TFC_MLFLOW_MODEL"
 FOLDER = "mlflow_model"
+SOURCE_KEY = "best_model_sha256"
 _unavailable: list[str] = []        # why MLflow could not be imported (said once, at the start)
 
 
@@ -54,6 +55,7 @@ def export(results: Path, log: Callable[[str], None] = print) -> None:
 
 
 def _export(results: Path) -> None:
+    import hashlib
     import importlib.metadata as meta
 
     import mlflow
@@ -63,7 +65,9 @@ def _export(results: Path) -> None:
     from mlflow.models import Model, ModelSignature
     from mlflow.types.schema import Schema, TensorSpec
 
-    model = tf.keras.models.load_model(str(results / "best_model.keras"), compile=False)
+    source = results / "best_model.keras"
+    made_from = hashlib.sha256(source.read_bytes()).hexdigest()
+    model = tf.keras.models.load_model(str(source), compile=False)
     shape = tuple(model.input_shape[1:])
     # Unnamed tensors: pyfunc's predict then takes and gives plain arrays.
     signature = ModelSignature(inputs=Schema([TensorSpec(np.dtype(np.float32), (-1, *shape))]),
@@ -76,7 +80,10 @@ def _export(results: Path) -> None:
         pip_requirements=[f"tensorflow=={tf.__version__}", f"tf_keras=={meta.version('tf_keras')}",
                           f"mlflow=={mlflow.__version__}"],
         metadata={"tfcompose": {"input": f"float32 images {list(shape)}, pixel values scaled to [0, 1]",
-                                "output": "one probability per class, in the order of results.json's class_names"}})
+                                "output": "one probability per class, in the order of results.json's class_names",
+                                # which best_model.keras this is: a host stopped while writing a newer
+                                # best leaves this one, and the launcher then sees it is not the best
+                                SOURCE_KEY: made_from}})
     _load_with_tf_keras(part, Model)
     shutil.rmtree(final, ignore_errors=True)
     os.replace(part, final)

@@ -29,9 +29,10 @@ from launcher.tracking.client import Tracker, TrackerError
 from launcher.tracking.outbox import ROW
 from launcher.tracking.secrets import shown
 from trainer import results
+from trainer.mlflow_model import FOLDER as MODEL_FOLDER, SOURCE_KEY   # the format's owner
 
 PARENT_FILES = ("results.json", "report.md")
-MODEL_FOLDER = "mlflow_model"
+MAX_MLMODEL = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -200,8 +201,9 @@ def _model(tracker: Tracker, settings: TrackerSettings, source: Source, doc: dic
         keras = source.folder / "best_model.keras"
         if keras.is_file() and not keras.is_symlink() and "best_model.keras" not in tracker.artifacts(run_id):
             tracker.upload(run_id, keras)
-        book.note = ("the best model is not in MLflow's format (no mlflow_model/ in the run: the image lacks "
-                     "mlflow?): best_model.keras is a file of its run, not registered")
+        book.note = ("the best model is not in MLflow's format (no mlflow_model/ made from best_model.keras in the "
+                     "run: an image without mlflow, or a host stopped while writing it): best_model.keras is a file "
+                     "of its run, not registered")
         return
     model = tracker.logged_model(run_id)
     if model is None:
@@ -227,9 +229,24 @@ def model_folder(folder: Path, doc: dict, best: dict) -> Optional[Path]:
         model = folder / "hosts" / host / MODEL_FOLDER
     if not model.is_dir() or model.is_symlink() or not (model / "MLmodel").is_file():
         return None
-    if any(p.is_symlink() for p in model.rglob("*")):
+    if any(p.is_symlink() for p in model.rglob("*")) or not made_from(model, model.parent / "best_model.keras"):
         return None
     return model
+
+
+def made_from(model: Path, keras: Path) -> bool:
+    """Whether the folder is that best_model.keras in MLflow's format (its MLmodel says which file it
+    was made from): a host stopped while writing a newer best leaves an older one behind."""
+    import hashlib
+    import yaml
+    try:
+        if keras.is_symlink() or (model / "MLmodel").stat().st_size > MAX_MLMODEL:
+            return False
+        conf = yaml.safe_load((model / "MLmodel").read_text(encoding="utf-8"))
+        said = conf["metadata"]["tfcompose"][SOURCE_KEY]
+        return isinstance(said, str) and said == hashlib.sha256(keras.read_bytes()).hexdigest()
+    except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError):
+        return False
 
 
 def _files(tracker: Tracker, run_id: str, folder: Path) -> None:

@@ -2,6 +2,7 @@
 is sent, through a real MLflow server: tests/integration/test_tracking.py)."""
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import replace
 
@@ -57,8 +58,13 @@ def test_the_best_models_folder_is_the_hosts_own_and_never_a_link_or_a_path_out(
     assert upload.model_folder(folder, DOC, best) is None                       # none written
     model = folder / "hosts" / "h1" / "mlflow_model"
     (model / "data").mkdir(parents=True)
-    (model / "MLmodel").write_text("flavors: {}\n")
+    (model.parent / "best_model.keras").write_bytes(b"the best model")
+    made_from = hashlib.sha256(b"the best model").hexdigest()
+    (model / "MLmodel").write_text(f"flavors: {{}}\nmetadata: {{tfcompose: {{best_model_sha256: {made_from}}}}}\n")
     assert upload.model_folder(folder, DOC, best) == model
+    (model.parent / "best_model.keras").write_bytes(b"a newer best: the host stopped before writing it")
+    assert upload.model_folder(folder, DOC, best) is None                       # an older best: not this one
+    (model.parent / "best_model.keras").write_bytes(b"the best model")
     assert upload.model_folder(folder, DOC, {**best, "host": "../../.."}) is None
     (model / "data" / "model.keras").symlink_to("/etc/passwd")
     assert upload.model_folder(folder, DOC, best) is None
