@@ -61,15 +61,20 @@ def from_folder(run_dir: Path, cluster=None) -> Source:
         raise BadInput(f"{run_dir}: Received no such folder. Expected a collected run, like runs/<cluster>/<run>.")
     real = folder.resolve()
     doc = _results(folder)
-    name = cluster.name if cluster is not None else real.parent.name
-    if cluster is not None and real.parent.name != cluster.name:
-        raise BadInput(f"{run_dir}: Received a run of cluster {real.parent.name!r} with the inventory of cluster "
+    name = cluster.name if cluster is not None else cluster_of(real)
+    if cluster is not None and cluster_of(real) != cluster.name:
+        raise BadInput(f"{run_dir}: Received a run of cluster {cluster_of(real)!r} with the inventory of cluster "
                        f"{cluster.name!r}. Expected this run's own inventory, or none.")
     hosts = _hosts(folder, doc) if cluster is None else [h.name for h in cluster.hosts]
     mode = str((doc or {}).get("mode", "sync"))
     settings = cluster.spec.train_or_defaults.model_dump(mode="json") if cluster is not None \
         else mapping.settings_from_results(doc or {})
     return Source(name, real.name, hosts, mode, cluster.spec.image if cluster is not None else "", settings, folder)
+
+
+def cluster_of(folder: Path) -> str:
+    """runs/<cluster>/<run>; the simulation's runs/local is cluster `local` (as `tfcompose runs` says)."""
+    return "local" if folder.name == "local" else folder.parent.name
 
 
 def _hosts(folder: Path, doc: Optional[dict]) -> list[str]:
@@ -101,7 +106,7 @@ def settings_for(run_dir: Path, cluster=None, environ: Optional[dict] = None) ->
     if not uri:
         raise BadInput(f"{run_dir}: Received no tracker: MLFLOW_TRACKING_URI is not set and the run was never "
                        "tracked. Expected MLFLOW_TRACKING_URI, or --inventory with a tracking: section.")
-    experiment = environ.get(EXPERIMENT_ENV) or (before.experiment if before else "") or Path(run_dir).resolve().parent.name
+    experiment = environ.get(EXPERIMENT_ENV) or (before.experiment if before else "") or cluster_of(Path(run_dir).resolve())
     return TrackerSettings(uri=uri, experiment=experiment,
                            register_as=(before.registered_as or None) if before else None)
 
