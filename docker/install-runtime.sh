@@ -24,6 +24,7 @@ $py -c "import pydantic, sys; sys.exit(int(pydantic.VERSION.split('.')[0]) < 2)"
 $py -c "import tensorboard" 2>/dev/null || need="$need tensorboard~=$minor.0"
 $py -c "import tf_keras" 2>/dev/null || need="$need tf_keras~=$minor.0"
 $py -c "import optuna" 2>/dev/null || need="$need optuna==5.0.0"
+$py -c "import mlflow, pandas" 2>/dev/null || need="$need mlflow-skinny==3.17.2 pandas==2.3.3"
 echo "install-runtime: TensorFlow $tf_version; installing:${need:- nothing}"
 [ -n "$need" ] || exit 0
 

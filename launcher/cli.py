@@ -33,6 +33,21 @@ def _load(path: Path):
     return load_cluster(path)
 
 
+def _load_tracked(path: Path):
+    """An inventory for a command that may send to its tracker: MLflow's client must be here."""
+    from launcher.tracking.client import require_client
+    cluster = _load(path)
+    require_client(cluster)
+    return cluster
+
+
+def _say_tracking(run_dir: Path) -> None:
+    from launcher.tracking.ledger import summary
+    line = summary(run_dir)
+    if line:
+        _say(line)
+
+
 def _say(text: str) -> None:
     from launcher.view import say
     say(text)
@@ -43,7 +58,7 @@ def validate(inventory_path: Path = InventoryOpt) -> None:
     """Check the inventory; print the cluster it describes. Contacts nothing, runs nothing."""
     from launcher.plan import expect_gpus
     from launcher.view import out, table
-    cluster = _load(inventory_path)
+    cluster = _load_tracked(inventory_path)
     rows = [[f"{h.index}{' (chief)' if h.chief else ''}", h.name, f"{h.ssh_user}@{h.address}:{h.ssh_port}",
              h.tf_address, expect_gpus(h.gpus), h.bundle_dir] for h in cluster.hosts]
     columns = ["task", "host", "ssh", "TF address", "gpus", "workdir"]
@@ -52,6 +67,11 @@ def validate(inventory_path: Path = InventoryOpt) -> None:
         for row, h in zip(rows, cluster.hosts):
             row.insert(3, " → ".join(b.target for b in h.jumps) or ("ProxyCommand" if h.proxy_command else "direct"))
     out.print(table(f"cluster {cluster.name}: {len(cluster.hosts)} host(s), image {cluster.spec.image}", columns, rows))
+    if cluster.tracking is not None:
+        from launcher.tracking.secrets import shown
+        t = cluster.tracking
+        _say(f"tracking: MLflow at {shown(t.uri)}, experiment {t.experiment!r}"
+             + (f", best model registered as {t.register_as}" if t.register_as else ""))
     _say(f"{inventory_path}: valid")
 
 
@@ -106,7 +126,7 @@ def up_cmd(inventory_path: Path = InventoryOpt, wait: bool = typer.Option(False,
     goes on untouched, one that stopped before its end is resumed, anything else is a new run."""
     from launcher.stages.up import up
     from launcher.view import RichReporter, leaderboard, lost_trials, out, up_table
-    cluster = _load(inventory_path)
+    cluster = _load_tracked(inventory_path)
     with RichReporter([h.name for h in cluster.hosts]) as rep:
         report = up(cluster, rep, parallel, wait_for_end=wait, runs_dir=runs, queue=queue, break_lease=break_lease,
                     new_run=new_run)
@@ -124,6 +144,7 @@ def up_cmd(inventory_path: Path = InventoryOpt, wait: bool = typer.Option(False,
             _say(line)
         _say(f"{report.outcome.message}; results" + (" and report.md" if (latest / "report.md").is_file() else "")
              + f" in {latest}")
+        _say_tracking(latest)
     else:
         _say("started; follow with `tfcompose logs`, check with `tfcompose status`")
 
@@ -153,7 +174,7 @@ def watch_cmd(inventory_path: Path = InventoryOpt,
     ends (Ctrl-C leaves it running). Stops nothing, collects nothing."""
     from launcher.stages.watch import watch
     from launcher.view import RichReporter
-    cluster = _load(inventory_path)
+    cluster = _load_tracked(inventory_path)
     with RichReporter([h.name for h in cluster.hosts]) as rep:
         outcome = watch(cluster, rep, poll)
     if outcome.failed:
@@ -224,7 +245,7 @@ def collect_cmd(inventory_path: Path = InventoryOpt, runs: Path = RunsOpt,
     from launcher.view import RichReporter, leaderboard, out
     if run is not None and not RUN_ID_RE.match(run):
         raise BadInput(f"--run: Received {run!r}. Expected a run id as `tfcompose runs` shows it, like 20261125-140233-3f2a1b2c.")
-    cluster = _load(inventory_path)
+    cluster = _load_tracked(inventory_path)
     with RichReporter([h.name for h in cluster.hosts]) as rep:
         run_dir = collect(cluster, runs, rep, run or "")
     board = leaderboard(run_dir)
@@ -232,6 +253,31 @@ def collect_cmd(inventory_path: Path = InventoryOpt, runs: Path = RunsOpt,
         out.print(board)
     report_md = run_dir / "report.md"
     _say(f"collected into {run_dir}" + (f" (report: {report_md})" if report_md.is_file() else " (no report: no results.json)"))
+    _say_tracking(run_dir)
+
+
+@app.command("track")
+def track_cmd(run_dir: Path = typer.Argument(..., help="a collected run: runs/<cluster>/<run>"),
+              inventory_path: Optional[Path] = typer.Option(None, "--inventory", "-i", dir_okay=False,
+                                                            help="its inventory: its tracking: section and settings")) -> None:
+    """Send a collected run to MLflow (what is not there yet): one parent run, one run per trial, the
+    best model registered. Without --inventory: MLFLOW_TRACKING_URI, or where the run went before."""
+    from launcher.tracking import upload
+    from launcher.tracking.client import require_client
+    cluster = _load(inventory_path) if inventory_path else None
+    settings = upload.settings_for(run_dir, cluster)
+    require_client(cluster or _Tracked(settings, run_dir))
+    book = upload.send(settings, upload.from_folder(run_dir, cluster))
+    _say_tracking(run_dir)
+    if not book.complete:
+        raise TfcError(f"not all sent: {book.pending}")
+
+
+class _Tracked:
+    """What require_client needs to name: the run folder, for a run tracked without an inventory."""
+
+    def __init__(self, settings, run_dir: Path):
+        self.tracking, self.path = settings, run_dir
 
 
 @app.command("down")

@@ -124,8 +124,10 @@ def measured(plan: Plan, link_mbit_s: Optional[float]) -> Plan:
 # How the image reaches the hosts does not change what they run: no new containers for it.
 # How the launcher reaches the hosts (and ships to them), and where they keep their leases, is not
 # what they run: the same run, however reached.
+# Where a run is tracked is not what the hosts run either (and its URI may hold a token): only
+# whether the trainer writes its best model in MLflow's format counts, and only when it does.
 NOT_IN_CONFIG = {"image_relay": True, "ssh": {"proxy_jump"}, "defaults": {"lease_dir"},
-                 "hosts": {"__all__": {"proxy_jump", "lease_dir"}}}
+                 "hosts": {"__all__": {"proxy_jump", "lease_dir"}}, "tracking": True}
 HOST_NOT_IN_CONFIG = ("jumps", "proxy_command", "lease_dir")   # left out, so an id made before they existed holds
 
 
@@ -134,6 +136,8 @@ def config_id(cluster: Cluster, code: str, **contents: str) -> str:
            "hosts": [{k: v for k, v in vars(h).items() if k not in HOST_NOT_IN_CONFIG} | {"identity_file": None}
                      for h in cluster.hosts]}
     doc.update({k: v for k, v in contents.items() if v})
+    if cluster.tracking is not None:
+        doc["mlflow_model"] = True
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 

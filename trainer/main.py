@@ -176,6 +176,8 @@ def run(cfg: TrainConfig, info: ClusterInfo) -> int:
     from trainer import data as data_mod, models, strategy as strategy_mod
     from trainer.results import leaderboard, results_doc, write_json_atomic
     from trainer.search import remove_backups
+    from trainer import mlflow_model
+    mlflow_model.prepare(log)       # with `tracking:`: MLflow imported now, not when the best model is saved
 
     started = dt.datetime.now(dt.timezone.utc)
     chief = is_chief(info)

@@ -19,7 +19,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from trainer import allreduce, hparams, models
+from trainer import allreduce, hparams, mlflow_model, models
 from trainer.backup import OwnCopyBackupAndRestore, SearchState
 from trainer.config import AllreduceConfig, TrainConfig
 from trainer.data import Data
@@ -249,6 +249,8 @@ def save_best(model: tf.keras.Model, cfg: TrainConfig, chief: bool) -> None:
         model.save(str(out / "best_model.keras"))
         with contextlib.redirect_stdout(io.StringIO()):  # export prints every captured tensor
             model.export(str(out / "saved_model"))
+    if chief:
+        mlflow_model.export(Path(cfg.results_dir))     # with `tracking:`: the same model in MLflow's format
 
 
 def load_state(cfg: TrainConfig, task: str, strategy, trials: Optional[list[Trial]]) -> SearchState:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import InventoryError
-from launcher.inventory import checks, jumps
+from launcher.inventory import checks, jumps, tracking
 from launcher.inventory.model import Cluster, Host
 from launcher.inventory.schema import JUMP, Inventory
 from launcher.inventory.ssh_config import SshConfig
@@ -43,6 +43,8 @@ def load_cluster(path: str | os.PathLike, environ: dict[str, str] | None = None)
     except InventoryError as exc:
         raise InventoryError(_by_position(lines + exc.lines)) from None
     cluster, found = _resolve(path, spec, environ)
+    settings, found_tracking = tracking.resolve(spec, environ)
+    cluster, found = replace(cluster, tracking=settings), found + found_tracking
     lines += [p.line(doc.locate(p.loc)) for p in found + checks.cross_checks(cluster)]
     if lines:
         raise InventoryError(_by_position(lines))

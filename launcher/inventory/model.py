@@ -58,6 +58,17 @@ class Host:
 
 
 @dataclass(frozen=True)
+class TrackerSettings:
+    """Where a run is tracked: `tracking.mlflow` resolved (inventory > environment > defaults).
+    The URI may hold a token or password: launcher/tracking/secrets.py says it without them."""
+
+    uri: str
+    experiment: str
+    register_as: Optional[str] = None
+    timeout_s: float = 10.0
+
+
+@dataclass(frozen=True)
 class Cluster:
     path: Path
     spec: Inventory
@@ -66,6 +77,7 @@ class Cluster:
     known_hosts: Path = Path("known_hosts")
     dataset_source: Optional[Path] = None
     code_dir: Optional[Path] = None
+    tracking: Optional[TrackerSettings] = None   # tracking.mlflow resolved (inventory/tracking.py)
 
     @property
     def name(self) -> str:

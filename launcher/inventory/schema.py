@@ -218,6 +218,32 @@ class SlurmTarget(_Strict):
     gpus_per_node: Optional[StrictIntT] = field(None, expected="an integer 0–64", ge=0, le=64)
 
 
+TRACKER_URI = ("an MLflow tracking URI such as http://mlflow.lab:5000 (https, file: and the database URIs MLflow "
+               "takes work too)")
+
+
+class MlflowTracking(_Strict):
+    # The tracking server; default: the MLFLOW_TRACKING_URI environment variable. A token or
+    # password in it (https://user:token@host) stays on this machine: never rendered, logged or sent to a host.
+    uri: Optional[str] = field(None, expected=TRACKER_URI, pattern=r"^[A-Za-z][A-Za-z0-9+.-]*:[^\s\x00-\x1f\x7f]*$",
+                               max_length=2048)
+    # The experiment a search is logged in; default: MLFLOW_EXPERIMENT_NAME, else the cluster's name.
+    experiment: Optional[PlainText] = field(None, expected="an experiment name (text without control characters)",
+                                            min_length=1, max_length=500)
+    # The Model Registry name the best trial's model is registered under (a new version per run);
+    # without it the model is logged with the best trial's run, not registered.
+    register_as: Optional[str] = field(None, expected="a model name of letters, digits and ._- (at most 128)",
+                                       pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+    # Seconds any one call to the tracker may take: a tracker down or slower than this is left for
+    # later (records kept, sent at collect or by `tfcompose track`), never waited on by training.
+    timeout_s: float = field(10.0, expected="a number of seconds 1–300", ge=1, le=300)
+
+
+class Tracking(_Strict):
+    # MLflow: the search as one parent run, each trial one child run, the best model registered.
+    mlflow: MlflowTracking = field(..., expected="a mapping with uri, experiment, register_as and timeout_s (each optional)")
+
+
 class Inventory(_Strict):
     # Names compose projects, containers and folders: lowercase letters, digits, '-', ≤ 40.
     cluster: Name = field(..., expected="a name of lowercase letters, digits and '-', at most 40 characters")
@@ -250,6 +276,8 @@ class Inventory(_Strict):
     # TFC_OUTCOME, TFC_MESSAGE, TFC_CLUSTER and TFC_RUN_ID in their environment (sh -c).
     on_finish: Optional[PlainText] = field(None, expected="a shell command (text without control characters)")
     on_failure: Optional[PlainText] = field(None, expected="a shell command (text without control characters)")
+    # Experiment tracking on this machine's side (the hosts never reach the tracker): README "Tracking".
+    tracking: Optional[Tracking] = field(None, expected="a mapping with mlflow: {uri, experiment, register_as}")
     # When you outgrow SSH: the same cluster as a Kubernetes JobSet or a Slurm batch script.
     kubernetes: Optional[KubernetesTarget] = field(None, expected="a mapping")
     slurm: Optional[SlurmTarget] = field(None, expected="a mapping")

@@ -1,8 +1,8 @@
 """Hooks: `on_finish:` and `on_failure:` commands of the inventory, run on this machine by
 `up --wait` once the run is collected (a desktop notification, a chat message). They get the run
-folder and the outcome in their environment — never the SSH key's passphrase; a hook that fails
-or hangs is a warning, never a change to the run's own outcome. Waiting ends when the hook's own
-shell does: a child it leaves in the background runs on, unwaited for."""
+folder and the outcome in their environment — never the SSH key's passphrase nor the tracker's
+secrets; a hook that fails or hangs is a warning, never a change to the run's own outcome. Waiting
+ends when the hook's own shell does: a child it leaves in the background runs on, unwaited for."""
 from __future__ import annotations
 
 import os
@@ -13,12 +13,15 @@ from typing import Optional
 
 from launcher.ssh.explain import PASSPHRASE_ENV
 from launcher.text import one_line
+from launcher.tracking.secrets import without_secrets
 
 HOOK_TIMEOUT_S = 120
 
 
 def hook_environment(plan, failed: bool, message: str, run_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != PASSPHRASE_ENV}
+    if plan.cluster.tracking is not None:     # nor the tracker's token or password
+        env = without_secrets(env, plan.cluster.tracking.uri)
     return {**env, "TFC_RUN_DIR": str(Path(run_dir).resolve()), "TFC_OUTCOME": "failed" if failed else "finished",
             "TFC_MESSAGE": message.splitlines()[0] if message else "", "TFC_CLUSTER": plan.cluster.name,
             "TFC_RUN_ID": plan.run}

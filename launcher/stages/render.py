@@ -137,6 +137,8 @@ def host_service(plan: Plan, host) -> ServiceSpec:
         del env["TF_CONFIG"]
     if plan.nic(host):
         env["NCCL_SOCKET_IFNAME"] = plan.nic(host)
+    if cluster.tracking is not None and not user:   # the best model also in MLflow's format (trainer/mlflow_model.py)
+        env["TFC_MLFLOW_MODEL"] = "1"
     volumes = [f"./{config.rsplit('/', 1)[1]}:{config}:ro"]
     if host.data_dir:
         volumes.append(f"{host.data_dir}:/data:ro")

@@ -7,8 +7,11 @@ from launcher.plan import make
 from launcher.ssh.group import Group
 from launcher.stages.status import attach
 from launcher.stages.wait import RunOutcome, wait_for_end
+from launcher.tracking.outbox import live
 
 
 def watch(cluster: Cluster, reporter=None, poll_s: float = 2.0) -> RunOutcome:
     with Group(cluster, reporter) as group:
-        return wait_for_end(group, attach(group, make(cluster)), poll_s, act=False)
+        plan = attach(group, make(cluster))
+        with live(group, plan, plan.run):     # with `tracking:`, each epoch to the tracker as it comes
+            return wait_for_end(group, plan, poll_s, act=False)

@@ -47,6 +47,18 @@ def test_reaching_the_hosts_through_a_bastion_is_the_same_run():
         != plan_mod.make(direct).config_id            # what reaches the hosts' files still counts
 
 
+def test_where_a_run_is_tracked_is_not_the_run_but_tracking_at_all_is():
+    # A new tracker URI (or its token) must not restart a run; switching tracking on makes the
+    # hosts write the best model in MLflow's format, so that is a run of its own.
+    from dataclasses import replace
+    from launcher.inventory.model import TrackerSettings
+    plain = cluster(2)
+    spec = plain.spec.model_copy(update={"tracking": {"mlflow": {"uri": "http://a:1"}}})
+    one = replace(plain, spec=spec, tracking=TrackerSettings("http://u:tok-1@a:1", "x"))
+    other = replace(one, tracking=TrackerSettings("http://u:tok-2@b:2", "y", "model"))
+    assert plan_mod.make(one).config_id == plan_mod.make(other).config_id != plan_mod.make(plain).config_id
+
+
 def test_the_measured_link_reaches_train_yaml_only_for_auto_and_never_over_the_users_figure():
     import yaml
     from launcher.stages import render

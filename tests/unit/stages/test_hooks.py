@@ -28,6 +28,19 @@ def test_a_hook_never_sees_the_key_passphrase(tmp_path, monkeypatch):
     assert "s3cret" not in seen.read_text() and "TFC_RUN_ID=" in seen.read_text()
 
 
+def test_a_hook_never_sees_the_trackers_token_or_password(tmp_path, monkeypatch):
+    from dataclasses import replace
+    from launcher.inventory.model import TrackerSettings
+    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", "tok-4f3e2d1c")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "basic-8a7b6c5d")
+    monkeypatch.setenv("LAB_TOKEN", "pw-1a2b3c4d")           # what the inventory's uri took with ${LAB_TOKEN}
+    seen = tmp_path / "env.txt"
+    c = replace(cluster(1, on_finish=f"env > {seen}"), tracking=TrackerSettings("https://me:pw-1a2b3c4d@mlflow.lab", "x"))
+    assert hooks.after_run(plan_mod.make(c), False, "done", tmp_path / "run") is None
+    text = seen.read_text()
+    assert "TFC_RUN_ID=" in text and not any(s in text for s in ("tok-4f3e2d1c", "basic-8a7b6c5d", "pw-1a2b3c4d"))
+
+
 def test_a_hook_that_leaves_a_child_running_is_not_waited_for(tmp_path):
     plan = plan_mod.make(cluster(1, on_finish="sleep 300 & echo started"))
     started = time.monotonic()

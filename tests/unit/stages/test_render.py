@@ -53,6 +53,20 @@ def test_rendered_files_hold_no_key_material(tmp_path):
         assert "PRIVATE KEY" not in text and "c2VjcmV0" not in text and str(key) not in text
 
 
+def test_with_tracking_the_hosts_write_the_best_model_for_mlflow_and_never_see_the_tracker(tmp_path):
+    path = tmp_path / "inv.yaml"
+    path.write_text("cluster: c\nhosts:\n  - {name: a, address: 10.0.0.1}\n  - {name: b, address: 10.0.0.2}\n"
+                    "tracking: {mlflow: {uri: 'https://lab:pw-9d8c7b6a@mlflow.lab', experiment: mri-exp}}\n")
+    tracked = render.render_cluster(plan.make(load_cluster(path, environ={"USER": "u"})))
+    for files in tracked.values():
+        text = "".join(files.values())
+        assert "TFC_MLFLOW_MODEL: '1'" in files["compose.yaml"] or 'TFC_MLFLOW_MODEL: "1"' in files["compose.yaml"]
+        assert "pw-9d8c7b6a" not in text and "mlflow.lab" not in text and "mri-exp" not in text
+    path.write_text("cluster: c\nhosts:\n  - {name: a, address: 10.0.0.1}\n")
+    plain = render.render_cluster(plan.make(load_cluster(path, environ={"USER": "u"})))
+    assert all("TFC_MLFLOW_MODEL" not in files["compose.yaml"] for files in plain.values())
+
+
 names = st.from_regex(r"[a-z][a-z0-9-]{0,10}[a-z0-9]", fullmatch=True)
 
 

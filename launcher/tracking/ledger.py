@@ -1,0 +1,84 @@
+"""tracking.json in a run folder: where the run was tracked and what is there (its one owner).
+
+Written by collect and `tfcompose track`; read by `tfcompose track` (the tracker and experiment
+of a run tracked before, when no inventory is given) and by the CLI's closing line. It holds no
+secret: the tracker's URI is kept as `secrets.shown` says it.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Optional
+
+from launcher.files import write_atomic
+
+FILE = "tracking.json"
+SCHEMA = 1
+MAX_BYTES = 1 << 20
+
+
+@dataclass
+class Ledger:
+    tracker: str                       # the URI as shown (no user part, no query)
+    experiment: str
+    experiment_id: str = ""
+    search_run: str = ""               # the parent run's id
+    trials: dict = field(default_factory=dict)      # trial → its run's id
+    model_id: str = ""
+    registered_as: str = ""
+    version: str = ""
+    complete: bool = False             # everything of the run is on the tracker
+    pending: str = ""                  # why not (the tracker's error, or no results yet)
+    note: str = ""                     # what was sent otherwise than asked (no model in MLflow's format)
+    updated: str = ""
+    schema: int = SCHEMA
+
+    def write(self, run_dir: Path) -> Path:
+        self.updated = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        path = Path(run_dir) / FILE
+        write_atomic(path, (json.dumps(asdict(self), indent=2) + "\n").encode())
+        return path
+
+    def url(self) -> str:
+        """The search in MLflow's UI (http trackers only)."""
+        if not self.tracker.startswith(("http://", "https://")) or not (self.experiment_id and self.search_run):
+            return ""
+        return f"{self.tracker.rstrip('/')}/#/experiments/{self.experiment_id}/runs/{self.search_run}"
+
+
+def read(run_dir: Path) -> Optional[Ledger]:
+    """The run's ledger, or None when there is none or it is not one tfcompose wrote."""
+    path = Path(run_dir) / FILE
+    try:
+        if path.is_symlink() or path.stat().st_size > MAX_BYTES:
+            return None
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        return None
+    kinds = {f.name: f.type for f in fields(Ledger)}
+    want = {"str": str, "bool": bool, "int": int, "dict": dict}
+    values = {k: doc.get(k) for k in kinds if k in doc}
+    if not all(isinstance(v, want[kinds[k]]) for k, v in values.items()) or "tracker" not in values \
+            or "experiment" not in values:
+        return None
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in values.get("trials", {}).items()):
+        return None
+    return Ledger(**values)
+
+
+def summary(run_dir: Path) -> Optional[str]:
+    """One line on where the run is tracked, or why it is not all there yet."""
+    ledger = read(run_dir)
+    if ledger is None:
+        return None
+    if ledger.complete:
+        where = ledger.url() or f"{ledger.tracker}, experiment {ledger.experiment!r}"
+        model = f"; best model registered as {ledger.registered_as} version {ledger.version}" if ledger.version else ""
+        note = f" ({ledger.note})" if ledger.note else ""
+        return f"tracked in MLflow: {len(ledger.trials)} trial run(s) under {where}{model}{note}"
+    return (f"not all sent to MLflow at {ledger.tracker} ({ledger.pending}); "
+            f"`tfcompose track {run_dir}` sends the rest")

@@ -1,0 +1,170 @@
+"""What the tracker holds for a run, from what the run wrote (pure: no MLflow, no network).
+
+- the search: one parent run, its params the inventory's `train:` settings and search space
+  (dotted names: `search.learning_rate`), its tags the cluster, the run id and the hosts;
+- each trial: one child run, named after the trial (`small_cnn#004`, `small_cnn@lr=0.01,bs=16`),
+  its params the trial's values, one step per epoch (loss, accuracy, val_loss, val_accuracy),
+  its state as a tag (`tfcompose.state`: complete, pruned, failed, retried) and a run status.
+
+Epoch figures are written as the trainer's history CSV writes them (6 significant digits), live
+from the progress files and later from the CSV alike, so a metric's history equals results.json's.
+"""
+from __future__ import annotations
+
+import getpass
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from launcher.text import one_line, printable
+
+PREFIX = "tfcompose."
+EPOCH_METRICS = ("loss", "accuracy", "val_loss", "val_accuracy")
+STEP_KEY = "val_accuracy"          # an epoch is on the tracker when this metric has its step
+# Launcher-written fields, and paths inside the containers: not settings of the search.
+NOT_PARAMS = {"search.queue", "search.hosts", "search.only", "results_dir", "backup_dir", "allreduce.link_mbit_s"}
+STATUS = {"complete": "FINISHED", "pruned": "FINISHED", "retried": "KILLED", "failed": "FAILED"}
+MAX_PARAM = 6000                   # MLflow's longest param value
+MAX_TAG = 5000
+
+
+@dataclass(frozen=True)
+class Epoch:
+    trial: str
+    step: int
+    metrics: dict                   # name → float (NaN where the trainer had none)
+    host: str = ""
+
+
+def figure(value) -> float:
+    """A figure as the history CSV keeps it: 6 significant digits; NaN for what is not a number."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return float(f"{value:.6g}") if math.isfinite(value) else math.nan
+
+
+# --- the search ---------------------------------------------------------------------------------
+
+def flatten(doc, prefix: str = "") -> dict[str, str]:
+    """A nested settings document as MLflow params: dotted names; lists and ranges as compact JSON."""
+    out: dict[str, str] = {}
+    for key, value in doc.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value and not _is_range(value):
+            out.update(flatten(value, name + "."))
+        elif value is not None and value != {} and name not in NOT_PARAMS:
+            text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+            out[name] = text[:MAX_PARAM]
+    return out
+
+
+def _is_range(value: dict) -> bool:
+    return set(value) <= {"uniform", "log_uniform", "integer", "log_integer"} and len(value) == 1
+
+
+def search_params(train_settings: dict, hosts: list[str], mode: str) -> dict[str, str]:
+    return {**flatten(train_settings), "hosts": str(len(hosts)), "mode": mode}
+
+
+def search_tags(cluster: str, run_id: str, hosts: list[str], image: str = "") -> dict[str, str]:
+    tags = {f"{PREFIX}kind": "search", f"{PREFIX}cluster": cluster, f"{PREFIX}run_id": run_id,
+            f"{PREFIX}hosts": ",".join(hosts)[:MAX_TAG], "mlflow.source.name": "tfcompose",
+            "mlflow.user": _user()}
+    return {**tags, **({f"{PREFIX}image": image} if image else {})}
+
+
+def search_name(cluster: str, run_id: str) -> str:
+    return f"{cluster} {run_id}"
+
+
+def settings_from_results(doc: dict) -> dict:
+    """What results.json says of a run's settings, for a run tracked without its inventory."""
+    keep = {k: doc[k] for k in ("mode", "precision", "workers", "replicas") if k in doc}
+    search = {k: v for k, v in doc.get("search", {}).items() if k not in ("hosts", "lost")}
+    return {**keep, **({"search": search} if search else {})}
+
+
+def search_summary(doc: dict) -> tuple[dict[str, float], dict[str, str]]:
+    """The parent's own figures and tags once the run has results: the best trial and its accuracy."""
+    best = doc["best"]
+    return ({"best_val_accuracy": figure(best["val_accuracy"]), "trials": float(len(doc["candidates"]))},
+            {f"{PREFIX}best_trial": printable(str(best["candidate"]))[:MAX_TAG]})
+
+
+# --- a trial ------------------------------------------------------------------------------------
+
+def trial_params(record: dict) -> dict[str, str]:
+    """The trial's values: its architecture, learning rate, batch and each searched value."""
+    values = {"architecture": record.get("architecture", record["candidate"].split("@")[0].split("#")[0]),
+              "learning_rate": record.get("learning_rate"), "batch_per_replica": record.get("batch_per_replica"),
+              "epochs": record.get("epochs")}
+    values.update(record.get("hyperparameters") or {})
+    return {k: printable(str(v))[:MAX_PARAM] for k, v in values.items() if v is not None}
+
+
+def trial_tags(record: dict, best: Optional[str], hosts: list[str]) -> dict[str, str]:
+    state = record.get("state", "complete")
+    tags = {f"{PREFIX}trial": record["candidate"], f"{PREFIX}state": state,
+            **({f"{PREFIX}host": record.get("host") or ",".join(hosts)} if record.get("host") or hosts else {})}
+    if record.get("pruned_at_epoch") is not None:
+        tags[f"{PREFIX}pruned_at_epoch"] = str(record["pruned_at_epoch"])
+    for key in ("retried_as", "why"):
+        if isinstance(record.get(key), str):
+            tags[f"{PREFIX}{key}"] = one_line(record[key], 500)
+    if best is not None:
+        tags[f"{PREFIX}best"] = "true" if record["candidate"] == best else "false"
+    return tags
+
+
+def trial_status(record: dict) -> str:
+    return STATUS.get(record.get("state", "complete"), "FAILED")
+
+
+def trial_summary(record: dict) -> dict[str, float]:
+    """The figures the leaderboard ranks by (the trial's final evaluation, best weights restored)."""
+    out = {"final_val_accuracy": record["val_accuracy"], "final_val_loss": record["val_loss"],
+           "train_seconds": record["train_seconds"], "images_per_second": record["images_per_second"],
+           "params_count": record["params"]}
+    if isinstance(record.get("epochs_run"), int):
+        out["epochs_run"] = record["epochs_run"]
+    return {k: figure(v) for k, v in out.items()}
+
+
+def trial_epochs(record: dict, rows: list[dict]) -> list[Epoch]:
+    """Every epoch of the trial: its history CSV rows (`rows`), else its curve (val_accuracy only)."""
+    name = record["candidate"]
+    if rows:
+        return [Epoch(name, int(row["epoch"]), {k: figure(row.get(k)) for k in EPOCH_METRICS}) for row in rows]
+    return [Epoch(name, i, {STEP_KEY: figure(v)}) for i, v in enumerate(record.get("curve") or [], start=1)]
+
+
+# --- live: a progress document ------------------------------------------------------------------
+
+NOT_FINITE = -1.0     # trainer/progress.py writes this for a figure that was not a number
+
+
+def progress_epochs(progress, host: str) -> list[Epoch]:
+    """The epochs a progress document lists (its last few, trainer/progress.py's `recent`)."""
+    out = []
+    for _index, trial, epoch, _epochs, loss, acc, val_loss, val_acc, _ips in progress.recent:
+        values = dict(zip(EPOCH_METRICS, (loss, acc, val_loss, val_acc)))
+        out.append(Epoch(trial, epoch, {k: math.nan if v == NOT_FINITE else figure(v) for k, v in values.items()},
+                         host))
+    return out
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 (no user name: no tag value)
+        return "unknown"
+
+
+def history_rows(folder: Path, record: dict) -> list[dict]:
+    """The trial's history CSV rows (the report's reader: it checks them)."""
+    from launcher.results.report import history
+    return history(folder, record)

@@ -1,0 +1,263 @@
+"""A collected run made whole on the tracker: at collect (and so at the end of `up --wait`), and
+by `tfcompose track runs/<cluster>/<run>` for a run collected while the tracker was down, or
+before `tracking:` was set.
+
+Idempotent: the search and its trials are found by their tags, an epoch already on the tracker is
+not sent again, a param already there is left as it is, a file of the same size is not uploaded
+again, the model is logged and registered once. So `track` twice, or collect after a live wait
+that sent most epochs, adds only what is missing.
+
+What is sent: for every trial of results.json its child run (values as params, every epoch from
+its history file, its figures, its state as a tag and a status); the best trial's model in
+MLflow's format (trainer/mlflow_model.py wrote it on the host that trained it) as that run's
+logged model, registered under `register_as`; results.json, report.md and the report's pictures
+as files of the parent.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from launcher.errors import BadInput
+from launcher.inventory.model import TrackerSettings
+from launcher.tracking import ledger as ledger_mod, mapping
+from launcher.tracking.client import Tracker, TrackerError
+from launcher.tracking.outbox import ROW
+from launcher.tracking.secrets import shown
+from trainer import results
+from trainer.mlflow_model import FOLDER as MODEL_FOLDER, SOURCE_KEY   # the format's owner
+
+PARENT_FILES = ("results.json", "report.md")
+MAX_MLMODEL = 1 << 20
+
+
+@dataclass(frozen=True)
+class Source:
+    """The run as the tracker sees it: who, what settings, where its files are."""
+
+    cluster: str
+    run_id: str
+    hosts: list
+    mode: str
+    image: str
+    settings: dict          # the `train:` settings (or what results.json says of them)
+    folder: Path
+
+
+def from_plan(plan, run_id: str, run_dir: Path) -> Source:
+    cluster = plan.cluster
+    return Source(cluster.name, run_id, [h.name for h in cluster.hosts], "parallel" if plan.parallel else "sync",
+                  cluster.spec.image, cluster.spec.train_or_defaults.model_dump(mode="json"), Path(run_dir))
+
+
+def from_folder(run_dir: Path, cluster=None) -> Source:
+    """A collected run by its folder (runs/<cluster>/<run>), with its inventory's settings when given."""
+    folder = Path(run_dir)
+    if not folder.is_dir():
+        raise BadInput(f"{run_dir}: Received no such folder. Expected a collected run, like runs/<cluster>/<run>.")
+    real = folder.resolve()
+    doc = _results(folder)
+    name = cluster.name if cluster is not None else cluster_of(real)
+    if cluster is not None and cluster_of(real) != cluster.name:
+        raise BadInput(f"{run_dir}: Received a run of cluster {cluster_of(real)!r} with the inventory of cluster "
+                       f"{cluster.name!r}. Expected this run's own inventory, or none.")
+    hosts = _hosts(folder, doc) if cluster is None else [h.name for h in cluster.hosts]
+    mode = str((doc or {}).get("mode", "sync"))
+    settings = cluster.spec.train_or_defaults.model_dump(mode="json") if cluster is not None \
+        else mapping.settings_from_results(doc or {})
+    return Source(name, real.name, hosts, mode, cluster.spec.image if cluster is not None else "", settings, folder)
+
+
+def cluster_of(folder: Path) -> str:
+    """runs/<cluster>/<run>; the simulation's runs/local is cluster `local` (as `tfcompose runs` says)."""
+    return "local" if folder.name == "local" else folder.parent.name
+
+
+def _hosts(folder: Path, doc: Optional[dict]) -> list[str]:
+    named = (doc or {}).get("search", {}).get("hosts") or sorted(p.stem for p in (folder / "logs").glob("*.log"))
+    return [str(h) for h in named]
+
+
+def _results(folder: Path) -> Optional[dict]:
+    if not (folder / "results.json").is_file():
+        return None
+    try:
+        return results.load(folder)
+    except results.ResultsError:
+        return None
+
+
+def settings_for(run_dir: Path, cluster=None, environ: Optional[dict] = None) -> TrackerSettings:
+    """The tracker for `tfcompose track`: the inventory's, else MLFLOW_TRACKING_URI, else the
+    one the run was tracked in before (tracking.json, when its URI held no secret)."""
+    from launcher.inventory.tracking import EXPERIMENT_ENV, URI_ENV
+    environ = os.environ if environ is None else environ
+    if cluster is not None:
+        if cluster.tracking is None:
+            raise BadInput(f"{cluster.path}: tracking: Received nothing. Expected tracking: {{mlflow: {{uri: …}}}} "
+                           "to say where the run goes (or no --inventory, with MLFLOW_TRACKING_URI set).")
+        return cluster.tracking
+    before = ledger_mod.read(run_dir)
+    uri = environ.get(URI_ENV) or (before.tracker if before else "")
+    if not uri:
+        raise BadInput(f"{run_dir}: Received no tracker: MLFLOW_TRACKING_URI is not set and the run was never "
+                       "tracked. Expected MLFLOW_TRACKING_URI, or --inventory with a tracking: section.")
+    experiment = environ.get(EXPERIMENT_ENV) or (before.experiment if before else "") or cluster_of(Path(run_dir).resolve())
+    return TrackerSettings(uri=uri, experiment=experiment,
+                           register_as=(before.registered_as or None) if before else None)
+
+
+# --- the upload ---------------------------------------------------------------------------------
+
+def after_collect(reporter, plan, run_id: str, run_dir: Path) -> Optional[ledger_mod.Ledger]:
+    """collect's one call: the run to the tracker, if the inventory says so. A tracker that does
+    not answer is a warning (the run is collected all the same), and tracking.json says what is left."""
+    if plan.cluster.tracking is None:
+        return None
+    reporter.stage(ROW, "tracking", f"sending the run to MLflow at {shown(plan.cluster.tracking.uri)}")
+    book = send(plan.cluster.tracking, from_plan(plan, run_id, run_dir))
+    if not book.complete:
+        reporter.warn(None, f"tracking: {book.pending}; `tfcompose track {run_dir}` sends the rest")
+    reporter.stage(ROW, "tracked" if book.complete else "not all sent",
+                   f"{len(book.trials)} trial run(s) in experiment {book.experiment!r}")
+    return book
+
+
+
+def send(settings: TrackerSettings, source: Source) -> ledger_mod.Ledger:
+    """Everything of the run that the tracker lacks; the ledger says what was done and what not."""
+    book = ledger_mod.Ledger(tracker=shown(settings.uri), experiment=settings.experiment,
+                             registered_as=settings.register_as or "")
+    try:
+        _send(Tracker(settings), settings, source, book)
+    except TrackerError as exc:
+        book.complete, book.pending = False, str(exc)
+    book.write(source.folder)
+    return book
+
+
+def _send(tracker: Tracker, settings: TrackerSettings, source: Source, book: ledger_mod.Ledger) -> None:
+    book.experiment_id = tracker.experiment_id()
+    doc = _results(source.folder)
+    parent = _parent(tracker, source, doc)
+    book.search_run = parent.info.run_id
+    runs = tracker.trials(book.search_run)
+    if doc is None:
+        for run in runs.values():
+            if run.info.status == "RUNNING":
+                tracker.end(run.info.run_id, "KILLED")
+        tracker.log(book.search_run, tags={f"{mapping.PREFIX}state": "no results"})
+        tracker.end(book.search_run, "FAILED")
+        book.trials = {name: run.info.run_id for name, run in runs.items()}
+        book.pending = "no results.json: the run has not finished, or it failed"
+        return
+    best = results.best(doc["candidates"])
+    for record in doc["candidates"]:
+        run = _trial(tracker, source, record, runs.get(record["candidate"]), best["candidate"], book.search_run)
+        book.trials[record["candidate"]] = run
+    _model(tracker, settings, source, doc, best, book)
+    _files(tracker, book.search_run, source.folder)
+    figures, tags = mapping.search_summary(doc)
+    tracker.log(book.search_run, metrics=figures, tags={**tags, f"{mapping.PREFIX}state": "finished"})
+    tracker.end(book.search_run, "FINISHED")
+    book.complete, book.pending = True, ""
+
+
+def _parent(tracker: Tracker, source: Source, doc: Optional[dict]):
+    params = mapping.search_params(source.settings, source.hosts, source.mode)
+    found = tracker.search(source.cluster, source.run_id)
+    if found is None:
+        found = tracker.create_search(source.cluster, source.run_id,
+                                      mapping.search_tags(source.cluster, source.run_id, source.hosts, source.image))
+    missing = {k: v for k, v in params.items() if k not in found.data.params}
+    tracker.log(found.info.run_id, params=missing)
+    return found
+
+
+def _trial(tracker: Tracker, source: Source, record: dict, run, best: str, parent: str) -> str:
+    tags = mapping.trial_tags(record, best, source.hosts)
+    if run is None:
+        run = tracker.create_trial(parent, record["candidate"], tags)
+        have: set[int] = set()
+    else:
+        have = tracker.steps(run.info.run_id)
+    run_id = run.info.run_id
+    epochs = [e for e in mapping.trial_epochs(record, mapping.history_rows(source.folder, record)) if e.step not in have]
+    params = {k: v for k, v in mapping.trial_params(record).items() if k not in run.data.params}
+    summary = {k: v for k, v in mapping.trial_summary(record).items() if k not in run.data.metrics}
+    tracker.log(run_id, epochs=epochs, metrics=summary, params=params, tags=tags)
+    status = mapping.trial_status(record)
+    if run.info.status != status:
+        tracker.end(run_id, status)
+    return run_id
+
+
+def _model(tracker: Tracker, settings: TrackerSettings, source: Source, doc: dict, best: dict,
+           book: ledger_mod.Ledger) -> None:
+    """The best trial's model, as its run's logged model in MLflow's format, registered; without
+    that format (an image without mlflow), best_model.keras as a file of the run, and a note."""
+    run_id = book.trials[best["candidate"]]
+    folder = model_folder(source.folder, doc, best)
+    if folder is None:
+        keras = source.folder / "best_model.keras"
+        if keras.is_file() and not keras.is_symlink() and "best_model.keras" not in tracker.artifacts(run_id):
+            tracker.upload(run_id, keras)
+        book.note = ("the best model is not in MLflow's format (no mlflow_model/ made from best_model.keras in the "
+                     "run: an image without mlflow, or a host stopped while writing it): best_model.keras is a file "
+                     "of its run, not registered")
+        return
+    model = tracker.logged_model(run_id)
+    if model is None:
+        params = mapping.trial_params(best)
+        tags = {f"{mapping.PREFIX}run_id": source.run_id, f"{mapping.PREFIX}trial": best["candidate"],
+                f"{mapping.PREFIX}class_names": json.dumps(doc.get("class_names", []))[:mapping.MAX_TAG]}
+        model = tracker.log_model(run_id, folder, int(best.get("epochs_run") or best.get("epochs") or 0), params, tags)
+    book.model_id = model.model_id
+    if settings.register_as:
+        book.version = tracker.register(settings.register_as, model.model_id, run_id,
+                                        {f"{mapping.PREFIX}run_id": source.run_id,
+                                         f"{mapping.PREFIX}trial": best["candidate"]})
+
+
+def model_folder(folder: Path, doc: dict, best: dict) -> Optional[Path]:
+    """Where the best trial's model in MLflow's format is: the run folder (sync), or the folder
+    of the host that trained it (parallel). Only a real folder with an MLmodel file, no links."""
+    model = folder / MODEL_FOLDER
+    if doc.get("mode") == "parallel":
+        host = best.get("host")
+        if not isinstance(host, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,39}", host):
+            return None
+        model = folder / "hosts" / host / MODEL_FOLDER
+    if not model.is_dir() or model.is_symlink() or not (model / "MLmodel").is_file():
+        return None
+    if any(p.is_symlink() for p in model.rglob("*")) or not made_from(model, model.parent / "best_model.keras"):
+        return None
+    return model
+
+
+def made_from(model: Path, keras: Path) -> bool:
+    """Whether the folder is that best_model.keras in MLflow's format (its MLmodel says which file it
+    was made from): a host stopped while writing a newer best leaves an older one behind."""
+    import hashlib
+    import yaml
+    try:
+        if keras.is_symlink() or (model / "MLmodel").stat().st_size > MAX_MLMODEL:
+            return False
+        conf = yaml.safe_load((model / "MLmodel").read_text(encoding="utf-8"))
+        said = conf["metadata"]["tfcompose"][SOURCE_KEY]
+        return isinstance(said, str) and said == hashlib.sha256(keras.read_bytes()).hexdigest()
+    except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError):
+        return False
+
+
+def _files(tracker: Tracker, run_id: str, folder: Path) -> None:
+    """results.json, report.md and the report's pictures as the parent's files (changed ones again)."""
+    there = tracker.artifacts(run_id)
+    wanted = [folder / name for name in PARENT_FILES] + sorted(folder.glob("*.png"))
+    for path in wanted:
+        if path.is_file() and not path.is_symlink() and there.get(path.name) != path.stat().st_size:
+            tracker.upload(run_id, path)

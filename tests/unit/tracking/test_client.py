@@ -1,0 +1,25 @@
+"""MLflow's client as tfcompose uses it: a tracker that is not there is one bounded failure, said
+without the URI's secrets (a real MLflow client against a closed loopback port)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from launcher.inventory.model import TrackerSettings
+from support.common import free_ports, require
+
+
+def test_a_tracker_that_is_not_there_fails_at_once_and_says_so_without_its_password():
+    import importlib.util
+    require(importlib.util.find_spec("mlflow") is not None, "MLflow is not installed (pip install -e '.[dev]')")
+    from launcher.tracking.client import Tracker, TrackerError
+    port = free_ports(1)[0]
+    tracker = Tracker(TrackerSettings(f"http://lab:pw-0f9e8d7c@127.0.0.1:{port}", "lab", timeout_s=2))
+    started = time.monotonic()
+    with pytest.raises(TrackerError) as err:
+        tracker.experiment_id()
+    assert time.monotonic() - started < 10                   # no retries with back-off
+    said = str(err.value)
+    assert said.startswith(f"MLflow at http://***@127.0.0.1:{port}: experiment 'lab': ") and "pw-0f9e8d7c" not in said
+    assert "no answer (connection refused)" in said
