@@ -114,6 +114,7 @@ def test_a_host_lost_for_good_mid_trial_has_its_trial_finished_on_another(cluste
     try:
         victim = wait_mid_trial(hosts[2].workdir / name, name, "h2", up)
         subprocess.run(["docker", "kill", victim], check=True, capture_output=True)    # restart_retries: 0
+        killed = time.monotonic()
         out, _ = up.communicate(timeout=600)
     finally:
         up.kill()
