@@ -45,7 +45,7 @@ class Coordinator:
         self.progress_path = progress
         self.seen: dict[int, float] = {}          # trial number → when its host last spoke
         self.progressed: dict[int, float] = {}    # trial number → when it was handed out or last reported an epoch
-        self.slowest = 0.0                        # the longest wait for an epoch seen so far (s)
+        self.slowest: dict[int, float] = {}       # trial number → its longest wait for an epoch so far (s)
         self.lost: dict[str, list[str]] = {}      # host → trials it lost (their retries' names)
         self.told_done: set[str] = set()
         self.hosts: dict[str, dict] = {}          # host → what it announced (replicas, restarts)
@@ -101,7 +101,7 @@ class Coordinator:
     def report(self, host: str, call: Report) -> bool:
         now = time.monotonic()
         took = now - self.progressed.get(call.number, now)
-        self.slowest = max(self.slowest, took)
+        self.slowest[call.number] = max(self.slowest.get(call.number, 0.0), took)
         self.progressed[call.number] = now
         self.pace[host] = (self.pace.get(host, []) + [took])[-20:]
         name, _, epochs = self.current.get(host, ("", 0, space.max_epochs(self.study.cfg)))
@@ -190,15 +190,20 @@ class Coordinator:
         silent = now - self.seen.setdefault(number, now)
         if silent > self.lost_after_s and host != self.own:     # a busy chief's own loop is slow, not lost
             return f"{host} stopped answering for {self.lost_after_s:g} s"
-        stalled, limit = now - self.progressed.setdefault(number, now), max(self.lost_after_s, STALL_FACTOR * self.slowest)
-        if self.slowest and stalled > limit:
-            return f"{host} reported no epoch for {stalled:.0f} s (the slowest epoch so far took {self.slowest:.1f} s)"
+        # Wedged: silent about epochs for far longer than this very trial's slowest epoch (another
+        # trial's epochs say nothing: a deep model's first epoch may take minutes where a small one's
+        # took seconds); before its first epoch, only the heartbeat judges it.
+        slowest = self.slowest.get(number, 0.0)
+        stalled, limit = now - self.progressed.setdefault(number, now), max(self.lost_after_s, STALL_FACTOR * slowest)
+        if slowest and stalled > limit:
+            return f"{host} reported no epoch for {stalled:.0f} s (its slowest epoch so far took {slowest:.1f} s)"
         return ""
 
     def _hand_on(self, number: int, host: str, why: str) -> None:
         retry = self.study.lose(number, why)
         self.seen.pop(number, None)
         self.progressed.pop(number, None)
+        self.slowest.pop(number, None)
         if retry:
             self.lost.setdefault(host, []).append(retry)
             self.log(f"[queue] {why}: its trial {number} goes to another host as {retry}")

@@ -110,7 +110,9 @@ def check_host(host: Host, conn, cluster: str, peer: str = "", synced: bool = Fa
     result = conn.run(dc.host_probe(host.workdir, host.data_dir or "", port or "", cluster, host.name, peer),
                       check=False)
     facts = parse_facts(result.stdout)
-    problems, warnings = judge(host, facts, midpoint=(sent + time.time()) / 2, synced=synced, port=port)
+    received = time.time()
+    problems, warnings = judge(host, facts, midpoint=(sent + received) / 2, synced=synced, port=port,
+                               window=(received - sent) / 2)
     if problems:
         raise RemoteError(host.name, reason="not ready: " + "; ".join(problems))
     return HostReady(host.name, facts, warnings)
@@ -121,7 +123,7 @@ def parse_facts(text: str) -> dict[str, str]:
 
 
 def judge(host: Host, facts: dict, midpoint: float, synced: bool = False,
-          port: Optional[int] = -1) -> tuple[list[str], list[str]]:
+          port: Optional[int] = -1, window: float = 0.0) -> tuple[list[str], list[str]]:
     """Problems (block the start) and warnings from one host's preflight facts. synced: `up` fills
     data_dir from dataset_source, so it need not exist yet; port: the one it will listen on
     (default its tf_port; None: none)."""
@@ -145,7 +147,7 @@ def judge(host: Host, facts: dict, midpoint: float, synced: bool = False,
         problems.append(f"only {int(free_kb) // 1024} MB free in {host.workdir} (need {MIN_FREE_GB} GB)")
     if host.data_dir and facts.get("data_dir") != "ok" and not synced:
         problems.append(f"data_dir {host.data_dir} does not exist")
-    offset = clock_offset(facts.get("clock", ""), midpoint)
+    offset = clock_offset(facts.get("clock", ""), midpoint, window)
     if offset is not None and abs(offset) > CLOCK_WARN_S:
         warnings.append(f"clock is {offset:+.1f} s off this machine's (timeouts and logs may mislead; run NTP)")
     return problems, warnings
@@ -169,8 +171,11 @@ def gpu_problems(host: Host, facts: dict) -> list[str]:
     return problems
 
 
-def clock_offset(remote: str, midpoint: float) -> Optional[float]:
+def clock_offset(remote: str, midpoint: float, window: float = 0.0) -> Optional[float]:
+    """How far the host's clock is off ours: its reading was taken while the probe ran (midpoint ±
+    window), so only what lies beyond that window is surely off (a slow probe is not a wrong clock)."""
     try:
-        return float(remote) - midpoint
+        off = float(remote) - midpoint
     except ValueError:
         return None
+    return 0.0 if abs(off) <= window else off - window if off > 0 else off + window

@@ -27,6 +27,7 @@ from launcher.text import clock, printable
 from trainer.progress import Progress, SearchProgress, parse, parse_search
 
 LOST_AFTER_TIMEOUTS = 3     # a host silent for this many command timeouts counts as failed
+BAD_INPUT = 2               # the trainer's exit code for input it refuses (trainer/errors.py)
 
 
 @dataclass
@@ -47,8 +48,10 @@ def final_failure(st: HostStatus, retries: int, exited_for_s: float = 0.0) -> bo
     hand: Docker never restarts those)."""
     if st.state in ("dead", "absent"):
         return True
-    failed = st.state == "exited" and st.exit_code not in (0, None)
-    return failed and (st.restarts >= retries or exited_for_s > restart_window(st.restarts))
+    failed = st.state in ("exited", "restarting") and st.exit_code not in (0, None)
+    if failed and st.exit_code == BAD_INPUT:       # the trainer refused its input: a restart refuses it again
+        return True
+    return failed and st.state == "exited" and (st.restarts >= retries or exited_for_s > restart_window(st.restarts))
 
 
 def restart_window(restarts: int) -> float:
@@ -242,7 +245,8 @@ def show(group: Group, plan: Plan, states: dict[str, HostStatus], elapsed: float
         detail = f"exit {st.exit_code}" if st.state == "exited" else st.error
         if plan.cluster.spec.run is not None and st.state == "running":
             detail = f"{clock(elapsed)} since the start; last line: {st.tail_line}"
-        group.reporter.stage(name, st.state, detail + (f" (restarts {st.restarts})" if st.restarts else ""))
+        restarts = f"restarts {st.restarts}" if st.restarts else ""
+        group.reporter.stage(name, st.state, f"{detail} ({restarts})" if detail and restarts else detail or restarts)
         if name in progress:
             group.reporter.progress(name, progress[name], st.restarts)
     if search is not None and hasattr(group.reporter, "search"):
@@ -278,7 +282,7 @@ def fail_fast(group: Group, failures: list[HostStatus], states: list, act: bool 
     tail = ""
     if failed.container:
         try:
-            tail = group.conn(host).run(dc.container_logs(failed.container, tail=15), check=False).stdout
+            tail = group.conn(host).run(dc.container_logs(failed.container, tail=80), check=False).stdout
         except Exception as exc:  # the log is a courtesy: a host that stopped answering still fails fast
             tail = f"(its log could not be read: {summary(exc)})"
     if act:
@@ -302,6 +306,10 @@ def resume_hint(plan: Optional[Plan]) -> str:
 
 
 def last_lines(log: str, n: int = 10) -> list[str]:
+    """The log's last lines that say something (TensorFlow's own chatter left out), the trainer's
+    own error lines kept even when warnings printed after them would push them out."""
     lines = [printable(line) for line in log.splitlines()
              if line.strip() and not line.startswith(("I0000", "W0000", "E0000"))]
-    return lines[-n:]
+    last = lines[-n:]
+    said = [line for line in lines[:-n] if line.startswith("tfcompose trainer:")][-3:]
+    return said + last

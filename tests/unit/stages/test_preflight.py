@@ -33,3 +33,10 @@ def test_preflight_checks_gpus_and_warns_on_clock_skew():
     assert any("no nvidia runtime" in p for p in problems)
     _, warnings = preflight.judge(host("a"), {**GOOD, "clock": "1003.5"}, 1000.0)
     assert warnings and "+3.5 s" in warnings[0]
+
+
+def test_a_slow_probe_is_not_taken_for_a_wrong_clock():
+    from launcher.stages.preflight import clock_offset
+    assert clock_offset("1003.5", 1000.0, window=4.0) == 0.0          # read during a probe that took 8 s
+    assert clock_offset("1010.0", 1000.0, window=4.0) == 6.0
+    assert clock_offset("990.0", 1000.0, window=4.0) == -6.0 and clock_offset("x", 1000.0) is None

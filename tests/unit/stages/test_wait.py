@@ -84,3 +84,19 @@ def test_the_queue_hears_of_each_lost_host_once_and_never_of_the_chief():
 def test_a_chiefs_death_says_how_to_go_on():
     hint = wait.resume_hint(plan_mod.named(plan_mod.make(cluster()), "20261125-140233-3f2a1b2c"))
     assert "`tfcompose up --wait` resumes run 20261125-140233-3f2a1b2c" in hint and "--new-run" in hint
+
+
+def test_a_trainer_that_refuses_its_input_fails_at_once_and_its_own_words_come_first():
+    assert wait.final_failure(st("a", "restarting", 2, restarts=1), retries=5)      # exit 2: a restart refuses it again
+    log = "\n".join(["tfcompose trainer: train.yaml: epochs: Received 0. Expected an integer ≥ 1."]
+                    + [f"W some CUDA warning {i}" for i in range(20)])
+    assert wait.last_lines(log)[0].startswith("tfcompose trainer: train.yaml: epochs")
+
+
+def test_a_restarting_host_reads_as_one_parenthesis(monkeypatch):
+    from types import SimpleNamespace
+    from launcher.reporter import RecordingReporter
+    reporter = RecordingReporter()
+    monkeypatch.setattr(wait, "read_progress", lambda group, plan: ({}, None))
+    wait.show(SimpleNamespace(reporter=reporter), plan_mod.make(cluster(1)), {"h0": HostStatus("h0", "restarting", None, 1)}, 0.0)
+    assert reporter.events == [("h0", "restarting", "restarts 1")]

@@ -11,7 +11,7 @@ from trainer.config import TrainConfig
 from trainer.coordinator import QUARANTINE_AFTER, Coordinator, expected_epochs, halving_epochs
 from trainer.progress import SEARCH_FILE, parse_search
 from trainer.study import Study
-from trainer.wire import Ask, Done, Fail, Finish, Offer, Report, Wait
+from trainer.wire import Ask, Beat, Done, Fail, Finish, Offer, Report, Wait
 
 
 def coordinator(tmp_path, hosts=("h1", "h2"), **search) -> Coordinator:
@@ -107,3 +107,18 @@ def test_the_epochs_a_trial_is_expected_to_train_under_halving():
                                                                 "learning_rates": [0.1]}})
     assert expected_epochs(cfg, {"epochs_per_trial": 0.0, "done": 0, "pruned": 0}) == halving_epochs([1, 3], 9, 3)
     assert expected_epochs(cfg, {"epochs_per_trial": 5.5, "done": 2, "pruned": 1}) == 5.5
+
+
+def test_a_trials_first_epoch_is_not_judged_by_another_trials_pace(tmp_path):
+    queue = coordinator(tmp_path)
+    queue.lost_after_s = 1.0
+    quick = queue.handle("h1", Ask()).trial
+    time.sleep(0.1)
+    queue.handle("h1", Report(quick.number, 1, 0.5, 1.0))        # a small model: an epoch in 0.1 s
+    slow = queue.handle("h2", Ask()).trial                        # a deep one: its first epoch takes long
+    time.sleep(1.5)
+    queue.handle("h2", Beat(slow.number))                        # alive, beating, no epoch yet
+    assert queue._why_lost(slow.number, "h2", time.monotonic()) == ""
+    queue.handle("h2", Report(slow.number, 1, 0.5, 1.0))          # its own pace: 1.6 s an epoch
+    time.sleep(0.3)
+    assert queue._why_lost(slow.number, "h2", time.monotonic()) == ""
