@@ -1,6 +1,7 @@
 """The Reporter: how the stages tell what they are doing (a host's stage, a warning, training
 progress, bytes sent); the CLI decides how it looks (view.RichReporter). Here: the protocol, a
-reporter that says nothing and one that records (tests), and the bytes-sent adapter."""
+reporter that says nothing and one that records (tests), and the adapters from bytes done to calls
+(at most about once a second)."""
 from __future__ import annotations
 
 import threading
@@ -15,14 +16,28 @@ class Reporter(Protocol):
     def warn(self, host: str | None, message: str) -> None: ...
     def progress(self, host: str, progress, restarts: int = 0) -> None: ...   # a trainer/progress.Progress
     def transfer(self, host: str, what: str, done: int, total: int, elapsed_s: float) -> None: ...
+    # Work on this machine that the hosts wait for (saving the image and splitting it into layers).
+    def local(self, what: str, done: int, total: int, elapsed_s: float) -> None: ...
+
+
+# No ETA until the rate is known well enough: the first bytes of a transfer come after its
+# set-up (an SSH channel, `docker load` starting), so an early rate is far too low (a 1.5 GB
+# image at its first KB gave "ETA 359:49:26").
+ETA_AFTER_S = 3.0
+ETA_AFTER_FRACTION = 0.02
+
+
+def rate_detail(done: int, total: int, elapsed_s: float) -> str:
+    """`120.0 of 1,500.0 MB, 45.2 MB/s, ETA 0:00:31` (the ETA once the rate is known well enough)."""
+    rate = done / elapsed_s if elapsed_s > 0 else 0.0
+    known = rate > 0 and elapsed_s >= ETA_AFTER_S and done >= ETA_AFTER_FRACTION * total
+    eta = f", ETA {clock(max(total - done, 0) / rate)}" if known else ""
+    return f"{done / 1e6:,.1f} of {max(total, done) / 1e6:,.1f} MB, {rate / 1e6:.1f} MB/s{eta}"
 
 
 def transfer_detail(what: str, done: int, total: int, elapsed_s: float) -> str:
     """`sending image: 120.0 of 1,500.0 MB, 45.2 MB/s, ETA 0:00:31`."""
-    rate = done / elapsed_s if elapsed_s > 0 else 0.0
-    left = max(total - done, 0) / rate if rate > 0 else None
-    eta = "" if left is None else f", ETA {clock(left)}"
-    return f"sending {what}: {done / 1e6:,.1f} of {max(total, done) / 1e6:,.1f} MB, {rate / 1e6:.1f} MB/s{eta}"
+    return f"sending {what}: {rate_detail(done, total, elapsed_s)}"
 
 
 class NullReporter:
@@ -36,6 +51,9 @@ class NullReporter:
         pass
 
     def transfer(self, host: str, what: str, done: int, total: int, elapsed_s: float) -> None:
+        pass
+
+    def local(self, what: str, done: int, total: int, elapsed_s: float) -> None:
         pass
 
 
@@ -63,6 +81,10 @@ class RecordingReporter:
         with self._lock:
             self.events.append((host, "transfer", f"{what} {done}/{total}"))
 
+    def local(self, what: str, done: int, total: int, elapsed_s: float) -> None:
+        with self._lock:
+            self.events.append(("", "local", f"{what} {done}/{total}"))
+
     def stages(self, host: str) -> list[str]:
         return [s for h, s, _ in self.events if h == host]
 
@@ -76,4 +98,18 @@ def transfer_reporter(reporter, host: str, what: str) -> Callable[[int, int], No
         if now - last[0] >= 1.0:
             last[0] = now
             reporter.transfer(host, what, done, total, now - start)
+    return on_bytes
+
+
+def local_reporter(reporter, what: str) -> Callable[[int, int], None]:
+    """Bytes worked through on this machine → `reporter.local`, at most about once a second, and
+    the end (done ≥ total) once, so the work is seen to end."""
+    start, last, ended = time.monotonic(), [0.0], [False]
+
+    def on_bytes(done: int, total: int) -> None:
+        now = time.monotonic()
+        end = done >= total
+        if (now - last[0] >= 1.0 and not end) or (end and not ended[0]):
+            last[0], ended[0] = now, end
+            reporter.local(what, done, total, now - start)
     return on_bytes

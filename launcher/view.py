@@ -12,6 +12,8 @@ from rich.text import Text
 from launcher.text import clock, printable
 
 UNWRAPPED = 100_000     # columns off a terminal: nothing is cut or wrapped, whatever COLUMNS says
+THIS_MACHINE = "this machine"   # the row of work done here (no host is called so: a name has no space)
+LOCAL_LINE_S = 10.0     # off a terminal, a line about work here at most this often
 
 
 def _console(stderr: bool) -> Console:
@@ -53,6 +55,7 @@ class RichReporter:
         self.bars: dict[str, tuple] = {}
         self.sending: dict[str, float] = {}     # host → fraction of a transfer under way
         self.search = ""                        # the chief's view of a study-driven search
+        self.here: tuple[float, str] | None = None   # work on this machine the hosts wait for: (fraction, text)
         self._printed: dict[str, tuple] = {}
         self.live = Live(self._table(), console=out, refresh_per_second=4, transient=False) if out.is_terminal else None
         self._lock = threading.Lock()
@@ -69,6 +72,9 @@ class RichReporter:
             t.add_row(Text(host), Text(stage), bar, Text(printable(text or detail)))
         if self.search:
             t.add_row(Text("all"), Text("search"), Text(""), Text(self.search))
+        if self.here:
+            t.add_row(Text(THIS_MACHINE), Text("image"), ProgressBar(total=1.0, completed=self.here[0], width=20),
+                      Text(self.here[1]))
         return t
 
     def stage(self, host: str, stage: str, detail: str = "") -> None:
@@ -111,6 +117,21 @@ class RichReporter:
                 self.stages[host] = (self.stages.get(host, ("", ""))[0], transfer_detail(what, done, total, elapsed_s))
                 self.sending[host] = min(done / total, 1.0) if total else 0.0
                 self.live.update(self._table())
+
+    def local(self, what: str, done: int, total: int, elapsed_s: float) -> None:
+        """Work here the hosts wait for: a row of its own with a bar on a terminal; off it, a whole
+        line at most every LOCAL_LINE_S seconds, and one when it ends."""
+        from launcher.reporter import rate_detail
+        text = printable(f"{what}: {rate_detail(done, total, elapsed_s)}")
+        with self._lock:
+            if self.live:       # the row goes once the work is done: the hosts' rows go on from there
+                self.here = (min(done / total, 1.0), text) if done < total else None
+                self.live.update(self._table())
+                return
+            last = self._printed.get(f"{THIS_MACHINE}/{what}")
+            if done >= total or last is None or elapsed_s - last >= LOCAL_LINE_S:
+                self._printed[f"{THIS_MACHINE}/{what}"] = elapsed_s
+                say(f"{THIS_MACHINE}: {text}")
 
     def warn(self, host: str | None, message: str) -> None:
         shout(f"warning: {host + ': ' if host else ''}{message}")

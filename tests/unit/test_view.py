@@ -81,3 +81,31 @@ def test_the_leases_table_shows_every_hosts_leases_and_each_waiter_once(capsys):
     assert text.count("bob's cluster exp") == 1 and "waiting (`up --queue`)" in text
     view.out.print(view.leases_table([SimpleNamespace(host="h0", leases=[], waiting=[])]))
     assert "leases: none" in capsys.readouterr().out
+
+
+def test_work_here_is_a_row_with_a_bar_on_a_terminal_and_a_line_every_ten_seconds_off_it(capsys, monkeypatch):
+    import io
+    from rich.console import Console
+    quiet = view.RichReporter(["h1"])
+    for second in range(0, 31):             # a 30 s docker save, reported every second
+        quiet.local("docker save of t:1", (second + 1) * 100_000_000, 3_200_000_000, float(second + 1))
+    quiet.local("docker save of t:1", 3_200_000_000, 3_200_000_000, 31.5)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":", 2)[0] for line in lines] == ["this machine"] * len(lines)
+    assert len(lines) == 5, lines           # at 1, 11, 21 and 31 s, then its end
+    assert lines[0] == "this machine: docker save of t:1: 100.0 of 3,200.0 MB, 100.0 MB/s"        # no ETA yet
+    assert lines[2].endswith("2,100.0 of 3,200.0 MB, 100.0 MB/s, ETA 0:00:11") and lines[-1].startswith("this machine: docker save of t:1: 3,200.0 of 3,200.0 MB")
+
+    screen = io.StringIO()
+    monkeypatch.setattr(view, "out", Console(file=screen, force_terminal=True, width=140, color_system=None))
+    live = view.RichReporter(["h1"])
+    shown = Console(file=io.StringIO(), width=140, color_system=None)
+    with live:
+        live.stage("h1", "image", "building here")
+        live.local("docker save of t:1", 800_000_000, 3_200_000_000, 8.0)
+        shown.print(live._table())
+        live.local("docker save of t:1", 3_200_000_000, 3_200_000_000, 32.0)
+        shown.print(live._table())
+    during, after = shown.file.getvalue().split("┏")[1:]
+    assert "this machine" in during and "docker save of t:1: 800.0 of 3,200.0 MB, 100.0 MB/s, ETA 0:00:24" in during
+    assert "━" in during and "this machine" not in after      # the row goes once the work is done
