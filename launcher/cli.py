@@ -85,7 +85,7 @@ def preflight_cmd(inventory_path: Path = InventoryOpt, parallel: Optional[int] =
         free_kb = f.get("free_kb", "")
         _say(f"{host.name}: ready (docker compose {f.get('compose')}, "
              f"{int(free_kb) // 1048576 if free_kb.isdigit() else '?'} GB free, nic {found.plan.nic(host) or '?'})")
-    _say(f"links between hosts (TF port):\n{found.links.text()}" if found.links else
+    _say(f"links between hosts ({found.links.port}):\n{found.links.text()}" if found.links else
          "links between hosts: checked by `up` once the image is on every host")
     if cluster.spec.dataset_source:
         _say("datasets: `up` makes every data_dir a copy of dataset_source, then checks them")
@@ -108,7 +108,7 @@ def up_cmd(inventory_path: Path = InventoryOpt, wait: bool = typer.Option(False,
         report = up(cluster, rep, parallel, wait_for_end=wait, runs_dir=runs, queue=queue, break_lease=break_lease)
     out.print(up_table(cluster, report))
     if report.links:
-        _say(f"links between hosts (TF port), all open:\n{report.links.text()}")
+        _say(f"links between hosts ({report.links.port}), all open:\n{report.links.text()}")
     if report.outcome:
         latest = runs / cluster.name / "latest"
         board = leaderboard(latest)
@@ -283,8 +283,18 @@ def _print_error(text: str) -> None:
     shout(text)
 
 
-def _interrupted() -> int:
-    _print_error("tfcompose: interrupted (containers already started keep running: `tfcompose down` stops them)")
+# What Ctrl-C leaves behind, by command: only `up` starts containers; `logs` and `watch` only read.
+INTERRUPTED = {"up": "containers already started keep running: `tfcompose down` stops them",
+               "logs": "stopped following the logs; nothing was changed on the hosts",
+               "watch": "stopped watching; the run goes on (`tfcompose watch` attaches again)",
+               "down": "`tfcompose down` again removes what is left",
+               "collect": "`tfcompose collect` again brings back what is missing"}
+
+
+def _interrupted(argv: list[str]) -> int:
+    command = next((a for a in argv if not a.startswith("-")), "")
+    note = INTERRUPTED.get(command)
+    _print_error("tfcompose: interrupted" + (f" ({note})" if note else ""))
     return int(ExitCode.INTERRUPTED)
 
 
@@ -294,7 +304,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         result = app(args=argv, prog_name="tfcompose", standalone_mode=False)
         if result == ExitCode.INTERRUPTED:    # typer answers Ctrl-C by returning 130, silently
-            return _interrupted()
+            return _interrupted(argv)
         return int(result or ExitCode.OK)
     except BadInput as exc:
         if debug:
@@ -316,7 +326,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         _print_error(f"tfcompose: cannot use{where}: {exc.strerror or exc}")
         return int(ExitCode.FAILED)
     except (KeyboardInterrupt, typer.Abort):
-        return _interrupted()
+        return _interrupted(argv)
     except typer.Exit as exc:
         return int(exc.exit_code)
     except typer.TyperException as exc:  # usage errors: unknown option, missing argument...

@@ -17,6 +17,24 @@ def test_ctrl_c_says_interrupted_and_exits_130(capsys):
     assert err.startswith("tfcompose: interrupted") and "Traceback" not in err
 
 
+def test_ctrl_c_in_logs_says_only_that_following_stopped_and_in_up_how_to_stop_the_containers(tmp_path, capsys,
+                                                                                               monkeypatch):
+    from launcher.stages import logs as logs_stage, up as up_stage
+    (tmp_path / "inv.yaml").write_text("cluster: c\nssh: {user: u, config_file: ./none}\nhosts:\n"
+                                       "  - {name: a, address: 10.0.0.1}\n")
+
+    def ctrl_c(*args, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(logs_stage, "logs", ctrl_c)
+    monkeypatch.setattr(up_stage, "up", ctrl_c)
+    assert cli.main(["logs", "-i", str(tmp_path / "inv.yaml")]) == 130
+    err = capsys.readouterr().err
+    assert err == "tfcompose: interrupted (stopped following the logs; nothing was changed on the hosts)\n"
+    assert "keep running" not in err and "down" not in err        # a read-only command alarms nobody
+    assert cli.main(["--debug", "up", "-i", str(tmp_path / "inv.yaml")]) == 130
+    assert "containers already started keep running: `tfcompose down` stops them" in capsys.readouterr().err
+
+
 def test_validate_shows_each_hosts_way_in_when_any_goes_through_a_bastion(tmp_path, capsys):
     (tmp_path / "inv.yaml").write_text("cluster: c\nssh: {user: u, proxy_jump: 'jump@10.9.0.1,ops@10.9.0.2:2200', "
                                        "config_file: ./none}\nhosts:\n  - {name: a, address: 10.0.0.1}\n"
