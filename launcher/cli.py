@@ -52,6 +52,10 @@ def validate(inventory_path: Path = InventoryOpt) -> None:
         for row, h in zip(rows, cluster.hosts):
             row.insert(3, " → ".join(b.target for b in h.jumps) or ("ProxyCommand" if h.proxy_command else "direct"))
     out.print(table(f"cluster {cluster.name}: {len(cluster.hosts)} host(s), image {cluster.spec.image}", columns, rows))
+    if cluster.spec.run is None:        # the search it understood: your own program searches as it likes
+        from launcher.results.values import space_lines
+        for line in space_lines(cluster.spec.train_or_defaults):
+            _say(line)
     _say(f"{inventory_path}: valid")
 
 

@@ -25,6 +25,7 @@ class Reporter(Protocol):
 # image at its first KB gave "ETA 359:49:26").
 ETA_AFTER_S = 3.0
 ETA_AFTER_FRACTION = 0.02
+RATE_AFTER_S = 1.0
 
 
 def rate_detail(done: int, total: int, elapsed_s: float) -> str:
@@ -32,7 +33,8 @@ def rate_detail(done: int, total: int, elapsed_s: float) -> str:
     rate = done / elapsed_s if elapsed_s > 0 else 0.0
     known = rate > 0 and elapsed_s >= ETA_AFTER_S and done >= ETA_AFTER_FRACTION * total
     eta = f", ETA {clock(max(total - done, 0) / rate)}" if known else ""
-    return f"{done / 1e6:,.1f} of {max(total, done) / 1e6:,.1f} MB, {rate / 1e6:.1f} MB/s{eta}"
+    speed = f", {rate / 1e6:.1f} MB/s" if elapsed_s >= RATE_AFTER_S else ""     # a rate over a moment means nothing
+    return f"{done / 1e6:,.1f} of {max(total, done) / 1e6:,.1f} MB{speed}{eta}"
 
 
 def transfer_detail(what: str, done: int, total: int, elapsed_s: float) -> str:

@@ -181,7 +181,7 @@ def leases_table(states) -> Table:
 
 
 def leaderboard(run_dir: Path) -> Table | None:
-    from launcher.results import report
+    from launcher.results import report, values
     from trainer import results
     if not (run_dir / "results.json").is_file():
         return None
@@ -193,7 +193,12 @@ def leaderboard(run_dir: Path) -> Table | None:
               f"{r['images_per_second']:.0f}", f"{r['params']:,}", r.get("host", ""), trial_state(r)]
              for i, r in enumerate(rows, start=1)]
     columns = ["rank", "trial", "val_acc", "val_loss", "train s", "img/s", "params", "host", "state"]
-    kw = {c: {"justify": "left" if c in ("trial", "host") else "right", "overflow": "fold",
+    searched = values.texts(rows)           # the values that won (and lost), beside each trial
+    if any(searched):
+        columns.insert(2, "values")
+        for row, text in zip(cells, searched):
+            row.insert(2, text)
+    kw = {c: {"justify": "left" if c in ("trial", "values", "host") else "right", "overflow": "fold",
               "min_width": 22 if c == "trial" else None} for c in columns}
     return table(f"leaderboard: {run_dir}", columns, cells, **kw)
 
