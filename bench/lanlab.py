@@ -184,7 +184,7 @@ def write_lab_inventory(lab: Lab, data: Path, image: str, base_image: str) -> Pa
                     train=TRAIN, dataset_source=str(data), defaults={"restart_retries": 2})
     doc = yaml.safe_load(path.read_text())
     for entry, host in zip(doc["hosts"], lab.hosts):
-        entry["data_dir"] = str(host.folder / "data")
+        entry["data_dir"] = str(host.folder / "dataset")      # (`data` is the host's Docker data-root)
     head = (f"# The LAN lab {lab.tag!r}: {len(lab.hosts)} host(s) on this machine (bench/lanlab.py; README: "
             "\"A LAN on one machine\").\n")
     path.write_text(head + yaml.safe_dump(doc, sort_keys=False) + NEXT_STEPS.format(inv=path, tag=lab.tag, cluster=cluster))

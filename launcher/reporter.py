@@ -29,11 +29,14 @@ RATE_AFTER_S = 1.0
 
 
 def rate_detail(done: int, total: int, elapsed_s: float) -> str:
-    """`120.0 of 1,500.0 MB, 45.2 MB/s, ETA 0:00:31` (the ETA once the rate is known well enough)."""
+    """`120.0 of 1,500.0 MB, 45.2 MB/s, ETA 0:00:31` (the ETA once the rate is known well enough);
+    at the end, `1,500.0 MB in 0:00:33, 45.2 MB/s`."""
     rate = done / elapsed_s if elapsed_s > 0 else 0.0
+    speed = f", {rate / 1e6:.1f} MB/s" if elapsed_s >= RATE_AFTER_S else ""     # a rate over a moment means nothing
+    if total and done >= total:
+        return f"{done / 1e6:,.1f} MB in {clock(elapsed_s)}{speed}"
     known = rate > 0 and elapsed_s >= ETA_AFTER_S and done >= ETA_AFTER_FRACTION * total
     eta = f", ETA {clock(max(total - done, 0) / rate)}" if known else ""
-    speed = f", {rate / 1e6:.1f} MB/s" if elapsed_s >= RATE_AFTER_S else ""     # a rate over a moment means nothing
     return f"{done / 1e6:,.1f} of {max(total, done) / 1e6:,.1f} MB{speed}{eta}"
 
 

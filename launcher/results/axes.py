@@ -25,7 +25,7 @@ def accuracy_limits(values, spare: float = 0.0) -> tuple[float, float]:
     if not points:
         return 0.0, 1.02
     low, high = points[int(spare * (len(points) - 1))], points[-1]
-    bottom = max(0.0, low - 0.25 * max(high - low, 1.0 - low, 0.02))
+    bottom = max(0.0, low - 0.25 * max(high - low, 0.02))
     step = 0.05 if high - bottom > 0.15 else 0.01
     bottom = math.floor(bottom / step + 1e-9) * step
     top = min(1.0, high + 0.1 * (high - bottom)) + 0.03 * (high - bottom if high < 1.0 else 1.0 - bottom)

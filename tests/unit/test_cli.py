@@ -43,3 +43,16 @@ def test_validate_shows_each_hosts_way_in_when_any_goes_through_a_bastion(tmp_pa
     lines = capsys.readouterr().out.splitlines()
     assert any("u@10.0.0.1:22" in line and "jump@10.9.0.1:22 → ops@10.9.0.2:2200" in line for line in lines), lines
     assert any("u@10.0.0.2:22" in line and "direct" in line for line in lines), lines
+
+
+def test_validate_echoes_the_search_it_understood(tmp_path, capsys):
+    (tmp_path / "inv.yaml").write_text(
+        "cluster: c\nssh: {user: u, config_file: ./none}\nhosts:\n  - {name: a, address: 10.0.0.1}\n"
+        "train:\n  epochs: 6\n  search: {sampler: random, trials: 5, seed: 3, pruner: hyperband, min_epochs: 2,\n"
+        "           learning_rate: {log_uniform: [0.0001, 0.1]}, batch_per_replica: [16, 32]}\n")
+    assert cli.main(["validate", "-i", str(tmp_path / "inv.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "search (sync: every host trains each trial together): sampler random: 5 trial(s), seed 3" in out
+    assert "pruner hyperband: judged at epoch(s) 2" in out
+    assert "learning_rate log_uniform 1e-4 … 1e-1; batch_per_replica one of 16, 32" in out
+    assert out.rstrip().endswith("inv.yaml: valid")

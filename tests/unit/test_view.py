@@ -94,7 +94,8 @@ def test_work_here_is_a_row_with_a_bar_on_a_terminal_and_a_line_every_ten_second
     assert [line.split(":", 2)[0] for line in lines] == ["this machine"] * len(lines)
     assert len(lines) == 5, lines           # at 1, 11, 21 and 31 s, then its end
     assert lines[0] == "this machine: docker save of t:1: 100.0 of 3,200.0 MB, 100.0 MB/s"        # no ETA yet
-    assert lines[2].endswith("2,100.0 of 3,200.0 MB, 100.0 MB/s, ETA 0:00:11") and lines[-1].startswith("this machine: docker save of t:1: 3,200.0 of 3,200.0 MB")
+    assert lines[2].endswith("2,100.0 of 3,200.0 MB, 100.0 MB/s, ETA 0:00:11")
+    assert lines[-1] == "this machine: docker save of t:1: 3,200.0 MB in 0:00:32, 101.6 MB/s"     # its end
 
     screen = io.StringIO()
     monkeypatch.setattr(view, "out", Console(file=screen, force_terminal=True, width=140, color_system=None))
