@@ -128,7 +128,7 @@ def plot_curves(folder: Path, rows: list[dict], out: Path) -> Path:
     return _save(fig, out / "curves.png", layout=False)
 
 
-def plot_confusion(record: dict, classes: list[str], out: Path) -> Path | None:
+def plot_confusion(record: dict, classes: list[str], out: Path, searched: str = "") -> Path | None:
     matrix = record.get("confusion_matrix")
     if not (isinstance(matrix, list) and 0 < len(matrix) <= 100 and all(
             isinstance(row, list) and len(row) == len(matrix) and all(isinstance(c, int) for c in row) for row in matrix)):
@@ -144,7 +144,7 @@ def plot_confusion(record: dict, classes: list[str], out: Path) -> Path | None:
             ax.text(j, i, str(count), ha="center", va="center", color="white" if count > top / 2 else "black")
     ax.set_xlabel("predicted")
     ax.set_ylabel("true")
-    ax.set_title(axes.plain(f"Confusion matrix: {record['candidate']}"))
+    ax.set_title(axes.plain(f"Confusion matrix: {record['candidate']}" + (f" ({searched})" if searched else "")))
     fig.colorbar(image, ax=ax)
     return _save(fig, out / "confusion_matrix.png")
 
@@ -202,7 +202,7 @@ def write_report(folder: str | Path) -> Report:
     doc = load_results(folder)
     rows = ranked(doc)
     pictures = [plot_leaderboard(rows, folder), plot_curves(folder, rows, folder)]
-    confusion = plot_confusion(rows[0], doc.get("class_names", []), folder)
+    confusion = plot_confusion(rows[0], doc.get("class_names", []), folder, values.texts(rows)[0])
     pictures += [confusion] if confusion else []
     if "search" in doc:
         from launcher.results import search_report
