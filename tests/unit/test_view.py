@@ -110,3 +110,24 @@ def test_work_here_is_a_row_with_a_bar_on_a_terminal_and_a_line_every_ten_second
     during, after = shown.file.getvalue().split("┏")[1:]
     assert "this machine" in during and "docker save of t:1: 800.0 of 3,200.0 MB, 100.0 MB/s, ETA 0:00:24" in during
     assert "━" in during and "this machine" not in after      # the row goes once the work is done
+
+
+def test_the_terminal_leaderboard_shows_the_values_each_trial_tried_beside_it(tmp_path, capsys, monkeypatch):
+    from support.figures import real_run
+    monkeypatch.setattr(view.out, "width", 250)
+    view.out.print(view.leaderboard(real_run("parallel-lost-host", tmp_path)))
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line for line in lines if "small_cnn#" in line]
+    assert any("trial" in line and "values" in line and "val_acc" in line for line in lines)     # the header
+    assert "small_cnn#008" in rows[0] and "lr 4.2e-3, bs 16, width 64" in rows[0]
+    assert "small_cnn#002 " in rows[-1] and "lr 2e-4, bs 16, width 64" in rows[-1] and "retried as" in rows[-1]
+    grid = tmp_path / "grid"
+    grid.mkdir()
+    (grid / "results.json").write_text('{"schema": 1, "candidates": [{"candidate": "small_cnn@lr=0.01,bs=16", '
+                                       '"val_accuracy": 0.9, "val_loss": 0.3, "train_seconds": 1, "images_per_second": 1, '
+                                       '"params": 1, "epochs": 1, "hyperparameters": {"learning_rate": 0.01}}, '
+                                       '{"candidate": "small_cnn@lr=0.001,bs=16", "val_accuracy": 0.8, "val_loss": 0.3, '
+                                       '"train_seconds": 1, "images_per_second": 1, "params": 1, "epochs": 1, '
+                                       '"hyperparameters": {"learning_rate": 0.001}}]}')
+    view.out.print(view.leaderboard(grid))
+    assert "values" not in capsys.readouterr().out          # a grid's names hold their values already
