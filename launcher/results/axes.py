@@ -50,3 +50,17 @@ def plain(text: str) -> str:
     """Text from a results file as matplotlib must show it: literally (a `$` would start mathtext,
     and a stray one would stop the drawing)."""
     return str(text).replace("$", r"\$")
+
+
+def left_out(records: list[dict], why: str) -> str:
+    """A picture's note on the trials it does not draw, by what became of them (`2 failed: a, b;
+    4 retried: …`), wrapped to the figure: their reasons are in report.md's table."""
+    import textwrap
+    by_state: dict[str, list[str]] = {}
+    for record in records:
+        onward = record.get("retried_as") if isinstance(record.get("retried_as"), str) else ""
+        by_state.setdefault(record.get("state", "complete"), []).append(
+            str(record["candidate"]) + (f" → {onward}" if onward else ""))
+    parts = [f"{len(names)} {state}: " + ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
+             for state, names in by_state.items()]
+    return textwrap.fill(plain(f"not drawn, {why}: " + "; ".join(parts)), width=120) if parts else ""

@@ -76,7 +76,7 @@ def plot_leaderboard(rows: list[dict], out: Path) -> Path:
                     xytext=(6, 0), textcoords="offset points", va="center", fontsize=8, annotation_clip=False)
     ax.set_xlim(0, 1.0)
     ax.set_ylim(-0.6, max(len(drawn), 1) - 0.4)
-    ax.set_xlabel(axes.plain("validation accuracy" + _not_drawn(rows)))
+    ax.set_xlabel("validation accuracy" + _not_drawn(rows))
     ax.set_title("Leaderboard: " + ("trials trained to the end first, best at the top; then the pruned ones"
                                     if pruned else "best at the top"))
     if pruned:
@@ -87,12 +87,9 @@ def plot_leaderboard(rows: list[dict], out: Path) -> Path:
 
 
 def _not_drawn(rows: list[dict]) -> str:
-    """The xlabel's note on trials without a trained model's figures: what became of each."""
-    left = [f"{r['candidate']} ({state_text(r)})" for r in rows if not axes.trained(r)]
-    if not left:
-        return ""
-    shown = left[:4] + ([f"{len(left) - 4} more"] if len(left) > 4 else [])
-    return "\nnot drawn, no trained model: " + "; ".join(shown)
+    """The xlabel's note on trials without a trained model's figures: what became of them."""
+    note = axes.left_out([r for r in rows if not axes.trained(r)], "no trained model")
+    return "\n" + note if note else ""
 
 
 def plot_curves(folder: Path, rows: list[dict], out: Path) -> Path:
@@ -119,12 +116,11 @@ def plot_curves(folder: Path, rows: list[dict], out: Path) -> Path:
         ax.axis("off")
     handles, labels = grid.flat[0].get_legend_handles_labels()
     if handles:
-        fig.legend(handles, labels, loc="outside upper right", ncols=2, fontsize=8, frameon=False)
+        fig.legend(handles, labels, loc="outside right upper", fontsize=8, frameon=False)
     fig.suptitle("Training curves per trial, each on its own accuracy scale")
-    missing = [r["candidate"] + ("" if axes.trained(r) else f" ({state_text(r)})") for r, epochs, _ in found if not epochs]
+    missing = axes.left_out([r for r, epochs, _ in found if not epochs], "no epochs recorded")
     if missing:
-        fig.supxlabel(axes.plain("not drawn, no epochs recorded: " + "; ".join(missing[:6])
-                                 + (f"; {len(missing) - 6} more" if len(missing) > 6 else "")), fontsize=8)
+        fig.supxlabel(missing, fontsize=8)
     return _save(fig, out / "curves.png", layout=False)
 
 

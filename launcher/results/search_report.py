@@ -51,18 +51,18 @@ def plot_search(doc: dict, out: Path, save) -> Path:
     ax.set_ylabel("validation accuracy")
     if under:
         ax.set_xlabel(axes.plain(f"epoch\n▼ below the axis: {', '.join(under[:5])}" + (" …" if len(under) > 5 else "")))
+    counts = states(doc)
     handles = [Line2D([], [], color=colours[a], linewidth=2, label=axes.plain(a)) for a in architectures]
     handles += [Line2D([], [], color="black", linewidth=3, label=axes.plain(f"best: {best}")),
                 Line2D([], [], color="black", linewidth=1.6, label="trained to the end"),
-                Line2D([], [], color="black", linewidth=1.0, alpha=0.55, marker="x", markersize=8, mew=2,
-                       label="pruned (× where it stopped)")]
+                *([Line2D([], [], color="black", linewidth=1.0, alpha=0.55, marker="x", markersize=8, mew=2,
+                          label="pruned (× where it stopped)")] if counts.get("pruned") else [])]
     for state in sorted({r.get("state") for r, _ in curves} - {"complete", "pruned", None}):
         style, width, alpha = STATE_STYLE.get(state, ("-", 1.0, 0.6))
         handles.append(Line2D([], [], color="black", linestyle=style, linewidth=width, alpha=alpha,
                               label=f"{state} (its epochs so far)"))
     handles += [Line2D([], [], color="grey", linestyle=":", label="rung: the pruner judges here")] if rungs else []
     fig.legend(handles=handles, loc="outside right upper", fontsize=8, frameon=False)
-    counts = states(doc)
     ax.set_title(f"Search: sampler {doc['search'].get('sampler')}, pruner {doc['search'].get('pruner')}; "
                  + ", ".join(f"{n} {s}" for s, n in counts.items()), fontsize=10)
     return save(fig, out / "search.png", layout=False)

@@ -35,3 +35,13 @@ def test_text_from_a_results_file_is_shown_literally():
     fig.canvas.draw()
     assert ax.get_title() == r"failed: ValueError: cost \$5 or \$x^{"
     plt.close(fig)
+
+
+def test_what_a_picture_leaves_out_is_said_by_what_became_of_it_in_a_few_short_lines():
+    lost = [{"candidate": f"deep_cnn@lr=0.01,bs=32~r{i}", "state": "retried", "retried_as": f"deep_cnn@lr=0.01,bs=32~r{i + 1}"}
+            for i in range(4)] + [{"candidate": "deep_cnn#7", "state": "failed", "why": "out of memory"}]
+    note = axes.left_out(lost, "no trained model")
+    assert note.startswith("not drawn, no trained model: 4 retried: deep_cnn@lr=0.01,bs=32~r0 → deep_cnn@lr=0.01,bs=32~r1")
+    assert "…; 1 failed: deep_cnn#7" in note.replace("\n", " ")
+    assert all(len(line) <= 120 for line in note.splitlines())    # wrapped: the picture keeps its width
+    assert axes.left_out([], "no trained model") == ""

@@ -58,13 +58,13 @@ def real_reports(tmp_path_factory):
     kept, made = Kept(), {}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(report, "_save", kept)
-        for name in ("tpe-asha", "parallel-lost-host"):
+        for name in ("tpe-asha", "parallel-lost-host", "lab-overloaded"):
             folder = real_run(name, tmp_path_factory.mktemp("runs"))
             doc = report.load_results(folder)
             rows = report.ranked(doc)
             report.plot_leaderboard(rows, folder)
             figures = {"leaderboard.png": kept.figures["leaderboard.png"]}
-            if name == "tpe-asha":
+            if name != "parallel-lost-host":
                 report.plot_curves(folder, rows, folder)
                 figures["curves.png"] = kept.figures["curves.png"]
             made[name] = (rows, report.markdown(doc, rows, []), figures)
@@ -103,7 +103,7 @@ def test_leaderboard_png_names_a_retried_trial_instead_of_drawing_an_empty_bar(r
     fig = figures["leaderboard.png"]
     assert len(fig.axes[0].patches) == 8 and all("small_cnn#002\n" not in label for label in bar_order(fig))
     assert not any("nan" in t.get_text() or "0.00 M params" in t.get_text() for t in fig.axes[0].texts)
-    assert "not drawn, no trained model: small_cnn#002 (retried as small_cnn#002~r1)" in fig.axes[0].get_xlabel()
+    assert "not drawn, no trained model: 1 retried: small_cnn#002 → small_cnn#002~r1" in fig.axes[0].get_xlabel()
     assert fig.axes[0].get_title() == "Leaderboard: best at the top"       # nothing pruned: the plain rule
     assert "| 9 | small_cnn#002 (retried as small_cnn#002~r1) | lr 2e-4, bs 16, width 64 |" in md
 
@@ -134,3 +134,18 @@ def test_curves_png_one_epoch_axis_a_scale_per_trial_and_the_title_above_every_p
     assert min(points) - low < 0.1 * (high - low) + 0.05           # its own scale: the points fill it
     assert overlapping(fig, [fig._suptitle], panels + [ax.title for ax in panels]) == []
     assert overlapping(fig, fig.legends, panels) == []
+
+
+def test_a_run_whose_trials_were_lost_says_what_became_of_them_without_widening_its_pictures(real_reports):
+    from support.figures import overlapping
+    _, md, figures = real_reports["lab-overloaded"]
+    board, curves = figures["leaderboard.png"], figures["curves.png"]
+    assert len(board.axes[0].patches) == 2                      # the two trials trained; six lost or failed
+    note = board.axes[0].get_xlabel()
+    assert "4 retried: deep_cnn@lr=0.01,bs=32 → deep_cnn@lr=0.01,bs=32~r1" in note.replace("\n", " ")
+    assert "2 failed: deep_cnn@lr=0.01,bs=32~r2" in note.replace("\n", " ")
+    assert board.get_size_inches()[0] == 12.0 and all(len(line) <= 120 for line in note.splitlines())
+    assert curves._supxlabel.get_text().startswith("not drawn, no epochs recorded: 4 retried")
+    panels = [ax for ax in curves.axes if ax.axison]
+    assert len(panels) == 2 and overlapping(curves, [curves._suptitle], curves.legends + panels) == []
+    assert "| 8 | deep_cnn@lr=0.001,bs=32~r2 (failed: h1 reported no epoch for 121 s" in md
