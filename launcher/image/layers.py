@@ -180,7 +180,8 @@ def split_save(image: str, image_id: str, stream: Iterable[bytes], cache: Path,
         for diff in new:
             store_layer(cache / "layers", diff, by_digest[diff], lambda n, before=done: on_compress(before + n, total))
             done += by_digest[diff].stat().st_size
-        on_compress(total, total)
+        if total:
+            on_compress(total, total)
     write_atomic(cache / "images" / f"{_hex(image_id)}.json",
                   json.dumps({"config": config.hex(), "diff_ids": diff_ids}).encode())
     return Parts(image, image_id, config, diff_ids, cache / "layers")

@@ -87,6 +87,7 @@ def counting(chunks: Iterable[bytes], total: int, on_bytes: Callable[[int, int],
     """The chunks, telling `on_bytes(done, total)` how far they are; the end (done = total) once
     they are all through, whatever `total` estimated."""
     done = 0
+    on_bytes(0, max(total, 1))      # at once: the engine may take a minute before its first byte
     for chunk in chunks:
         done += len(chunk)
         on_bytes(done, max(total, done + 1))

@@ -101,3 +101,12 @@ def test_splitting_tells_how_far_compressing_the_new_layers_is_and_skips_cached_
     again = []
     layers.split_save("t:1", image_id2, chunks_of(saved2), tmp_path, lambda done, total: again.append((done, total)))
     assert again[-1] == (len(b"code v2"), len(b"code v2"))    # only the one new layer is compressed
+
+
+def test_an_image_whose_layers_are_all_cached_has_nothing_to_compress_and_says_nothing(tmp_path):
+    saved, image_id = docker_save(BLOBS)
+    layers.split_save("t:1", image_id, chunks_of(saved), tmp_path)
+    saved2, image_id2 = docker_save(BLOBS, tag="t:2")       # the same layers under another tag
+    seen = []
+    layers.split_save("t:2", image_id2, chunks_of(saved2), tmp_path, lambda done, total: seen.append((done, total)))
+    assert seen == []
