@@ -64,8 +64,8 @@ def real_reports(tmp_path_factory):
             rows = report.ranked(doc)
             report.plot_leaderboard(rows, folder)
             figures = {"leaderboard.png": kept.figures["leaderboard.png"]}
-            if name != "parallel-lost-host":
-                report.plot_curves(folder, rows, folder)
+            if name != "parallel-lost-host":        # of 16 trials, two rows of panels are enough (16 take seconds)
+                report.plot_curves(folder, rows[:3] + rows[-3:] if len(rows) > 8 else rows, folder)
                 figures["curves.png"] = kept.figures["curves.png"]
             made[name] = (rows, report.markdown(doc, rows, []), figures)
     yield made
@@ -125,7 +125,7 @@ def test_curves_png_one_epoch_axis_a_scale_per_trial_and_the_title_above_every_p
     _, _, figures = real_reports["tpe-asha"]
     fig = figures["curves.png"]
     panels = [ax for ax in fig.axes if ax.get_visible() and ax.axison]
-    assert len(panels) == 16
+    assert len(panels) == 6
     assert all(ax.get_xlim() == (0.5, 6.5) for ax in panels)   # a trial pruned at epoch 1 included: not 0.945–1.050
     once = next(ax for ax in panels if ax.get_title().startswith("deep_cnn#016 (pruned at 1)"))
     low, high = once.get_ylim()
