@@ -95,14 +95,17 @@ class RecordingReporter:
 
 
 def transfer_reporter(reporter, host: str, what: str) -> Callable[[int, int], None]:
-    """Bytes sent → the host's stage detail (rate and ETA), at most about once a second."""
-    start, last = time.monotonic(), [0.0]
+    """Bytes sent → the host's stage detail (rate and ETA), at most about once a second. The clock
+    starts with the first bytes: what comes before them (the image saved and split here, minutes
+    on a first `up`) is no part of the rate (counted in, it made the first ETA hours long)."""
+    start, last = [None], [0.0]
 
     def on_bytes(done: int, total: int) -> None:
         now = time.monotonic()
+        start[0] = now if start[0] is None else start[0]
         if now - last[0] >= 1.0:
             last[0] = now
-            reporter.transfer(host, what, done, total, now - start)
+            reporter.transfer(host, what, done, total, now - start[0])
     return on_bytes
 
 

@@ -32,3 +32,20 @@ def test_work_here_is_reported_about_once_a_second_and_its_end_exactly_once(monk
     reported = [detail for host, what, detail in seen.events if what == "local"]
     assert reported[-1] == "docker save of t:1 300/300" and reported.count("docker save of t:1 300/300") == 1
     assert 3 <= len(reported) <= 5, reported  # about once a second, not once per chunk
+
+
+def test_a_transfers_rate_counts_from_its_first_bytes_not_from_the_work_before_them(monkeypatch):
+    from launcher import reporter as rep
+    now = [1000.0]
+    monkeypatch.setattr(rep.time, "monotonic", lambda: now[0])
+    seen = []
+
+    class Shown:
+        def transfer(self, host, what, done, total, elapsed_s):
+            seen.append(rep.transfer_detail(what, done, total, elapsed_s))
+    on_bytes = rep.transfer_reporter(Shown(), "h1", "image")
+    now[0] += 300.0                          # the image saved and split here first: five minutes
+    for second in range(1, 11):              # then 10 MB/s
+        now[0] += 1.0
+        on_bytes(second * 10_000_000, 1_500_000_000)
+    assert seen[-1] == "sending image: 100.0 of 1,500.0 MB, 11.1 MB/s, ETA 0:02:06"     # not 0.3 MB/s, ETA 1:15:00
