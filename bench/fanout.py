@@ -51,6 +51,9 @@ class StageClock:
     def transfer(self, host, what, done, total, elapsed_s) -> None:
         pass
 
+    def local(self, what, done, total, elapsed_s) -> None:
+        pass
+
     def split(self, total: float) -> dict[str, float]:
         marks = [0.0] + [self.first[s] for s in ("push", "image", "start")] + [self.first.get("running", total)]
         return {name: round(marks[i + 1] - marks[i], 3) for i, name in enumerate(STAGES)}

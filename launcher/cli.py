@@ -72,6 +72,10 @@ def validate(inventory_path: Path = InventoryOpt) -> None:
         t = cluster.tracking
         _say(f"tracking: MLflow at {shown(t.uri)}, experiment {t.experiment!r}"
              + (f", best model registered as {t.register_as}" if t.register_as else ""))
+    if cluster.spec.run is None:        # the search it understood: your own program searches as it likes
+        from launcher.results.values import space_lines
+        for line in space_lines(cluster.spec.train_or_defaults):
+            _say(line)
     _say(f"{inventory_path}: valid")
 
 
@@ -105,7 +109,7 @@ def preflight_cmd(inventory_path: Path = InventoryOpt, parallel: Optional[int] =
         free_kb = f.get("free_kb", "")
         _say(f"{host.name}: ready (docker compose {f.get('compose')}, "
              f"{int(free_kb) // 1048576 if free_kb.isdigit() else '?'} GB free, nic {found.plan.nic(host) or '?'})")
-    _say(f"links between hosts (TF port):\n{found.links.text()}" if found.links else
+    _say(f"links between hosts ({found.links.port}):\n{found.links.text()}" if found.links else
          "links between hosts: checked by `up` once the image is on every host")
     if cluster.spec.dataset_source:
         _say("datasets: `up` makes every data_dir a copy of dataset_source, then checks them")
@@ -134,7 +138,7 @@ def up_cmd(inventory_path: Path = InventoryOpt, wait: bool = typer.Option(False,
     _say({"new": f"run {report.run_id}: a new run", "resumed": f"run {report.run_id}: resumed where it stopped",
           "running": f"run {report.run_id}: already running, left as it is"}[report.how])
     if report.links:
-        _say(f"links between hosts (TF port), all open:\n{report.links.text()}")
+        _say(f"links between hosts ({report.links.port}), all open:\n{report.links.text()}")
     if report.outcome:
         latest = runs / cluster.name / "latest"
         board = leaderboard(latest)
@@ -340,8 +344,18 @@ def _print_error(text: str) -> None:
     shout(text)
 
 
-def _interrupted() -> int:
-    _print_error("tfcompose: interrupted (containers already started keep running: `tfcompose down` stops them)")
+# What Ctrl-C leaves behind, by command: only `up` starts containers; `logs` and `watch` only read.
+INTERRUPTED = {"up": "containers already started keep running: `tfcompose down` stops them",
+               "logs": "stopped following the logs; nothing was changed on the hosts",
+               "watch": "stopped watching; the run goes on (`tfcompose watch` attaches again)",
+               "down": "`tfcompose down` again removes what is left",
+               "collect": "`tfcompose collect` again brings back what is missing"}
+
+
+def _interrupted(argv: list[str]) -> int:
+    command = next((a for a in argv if not a.startswith("-")), "")
+    note = INTERRUPTED.get(command)
+    _print_error("tfcompose: interrupted" + (f" ({note})" if note else ""))
     return int(ExitCode.INTERRUPTED)
 
 
@@ -351,7 +365,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         result = app(args=argv, prog_name="tfcompose", standalone_mode=False)
         if result == ExitCode.INTERRUPTED:    # typer answers Ctrl-C by returning 130, silently
-            return _interrupted()
+            return _interrupted(argv)
         return int(result or ExitCode.OK)
     except BadInput as exc:
         if debug:
@@ -373,7 +387,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         _print_error(f"tfcompose: cannot use{where}: {exc.strerror or exc}")
         return int(ExitCode.FAILED)
     except (KeyboardInterrupt, typer.Abort):
-        return _interrupted()
+        return _interrupted(argv)
     except typer.Exit as exc:
         return int(exc.exit_code)
     except typer.TyperException as exc:  # usage errors: unknown option, missing argument...

@@ -12,6 +12,8 @@ from rich.text import Text
 from launcher.text import clock, printable
 
 UNWRAPPED = 100_000     # columns off a terminal: nothing is cut or wrapped, whatever COLUMNS says
+THIS_MACHINE = "this machine"   # the row of work done here (no host is called so: a name has no space)
+LOCAL_LINE_S = 10.0     # off a terminal, a line about work here at most this often
 
 
 def _console(stderr: bool) -> Console:
@@ -54,6 +56,7 @@ class RichReporter:
         self.sending: dict[str, float] = {}     # host → fraction of a transfer under way
         self.search_line = ""                   # the search's progress, as one line
         self.whole = None                       # a parallel search's progress (trainer/progress.SearchProgress)
+        self.here: tuple[float, str] | None = None   # work on this machine the hosts wait for: (fraction, text)
         self._printed: dict[str, tuple] = {}
         self.live = Live(self._table(), console=out, refresh_per_second=4, transient=False) if out.is_terminal else None
         self._lock = threading.Lock()
@@ -70,6 +73,9 @@ class RichReporter:
             t.add_row(Text(host), Text(stage), bar, Text(printable(text or detail)))
         if self.search_line:
             t.add_row(Text("all"), Text("search"), Text(""), Text(self.search_line))
+        if self.here:
+            t.add_row(Text(THIS_MACHINE), Text("image"), ProgressBar(total=1.0, completed=self.here[0], width=20),
+                      Text(self.here[1]))
         return t
 
     def stage(self, host: str, stage: str, detail: str = "") -> None:
@@ -128,6 +134,21 @@ class RichReporter:
                 self.sending[host] = min(done / total, 1.0) if total else 0.0
                 self.live.update(self._table())
 
+    def local(self, what: str, done: int, total: int, elapsed_s: float) -> None:
+        """Work here the hosts wait for: a row of its own with a bar on a terminal; off it, a whole
+        line at most every LOCAL_LINE_S seconds, and one when it ends."""
+        from launcher.reporter import rate_detail
+        text = printable(f"{what}: {rate_detail(done, total, elapsed_s)}")
+        with self._lock:
+            if self.live:       # the row goes once the work is done: the hosts' rows go on from there
+                self.here = (min(done / total, 1.0), text) if done < total else None
+                self.live.update(self._table())
+                return
+            last = self._printed.get(f"{THIS_MACHINE}/{what}")
+            if done >= total or last is None or elapsed_s - last >= LOCAL_LINE_S:
+                self._printed[f"{THIS_MACHINE}/{what}"] = elapsed_s
+                say(f"{THIS_MACHINE}: {text}")
+
     def warn(self, host: str | None, message: str) -> None:
         shout(f"warning: {host + ': ' if host else ''}{message}")
 
@@ -177,7 +198,7 @@ def leases_table(states) -> Table:
 
 
 def leaderboard(run_dir: Path) -> Table | None:
-    from launcher.results import report
+    from launcher.results import report, values
     from trainer import results
     if not (run_dir / "results.json").is_file():
         return None
@@ -189,7 +210,12 @@ def leaderboard(run_dir: Path) -> Table | None:
               f"{r['images_per_second']:.0f}", f"{r['params']:,}", r.get("host", ""), trial_state(r)]
              for i, r in enumerate(rows, start=1)]
     columns = ["rank", "trial", "val_acc", "val_loss", "train s", "img/s", "params", "host", "state"]
-    kw = {c: {"justify": "left" if c in ("trial", "host") else "right", "overflow": "fold",
+    searched = values.texts(rows)           # the values that won (and lost), beside each trial
+    if any(searched):
+        columns.insert(2, "values")
+        for row, text in zip(cells, searched):
+            row.insert(2, text)
+    kw = {c: {"justify": "left" if c in ("trial", "values", "host") else "right", "overflow": "fold",
               "min_width": 22 if c == "trial" else None} for c in columns}
     return table(f"leaderboard: {run_dir}", columns, cells, **kw)
 

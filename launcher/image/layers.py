@@ -20,7 +20,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from launcher.errors import ImageError
 from launcher.files import CHUNK, atomic_writer, gzip_bytes, gzip_compressor, write_atomic
@@ -152,12 +152,17 @@ def forget(parts: Parts, cache: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def split_save(image: str, image_id: str, stream: Iterable[bytes], cache: Path) -> Parts:
-    """Split a `docker save` stream into cached layer members (new layers only) and the config."""
+def split_save(image: str, image_id: str, stream: Iterable[bytes], cache: Path,
+               on_compress: Callable[[int, int], None] = lambda done, total: None) -> Parts:
+    """Split a `docker save` stream into cached layer members (new layers only) and the config;
+    `on_compress(done, total)`: the bytes of new layers compressed so far."""
     (cache / "layers").mkdir(parents=True, exist_ok=True)
     (cache / "images").mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache, prefix=".split-") as tmp:
-        entries = _spool_entries(_Reader(iter(stream)), Path(tmp))
+        reader = _Reader(iter(stream))
+        entries = _spool_entries(reader, Path(tmp))
+        for _ in reader.chunks:     # the tar's end blocks and padding: the save is read to its end
+            pass
         manifest = json.loads(_entry_bytes(entries, "manifest.json"))
         config = _entry_bytes(entries, manifest[0]["Config"])
         diff_ids = json.loads(config)["rootfs"]["diff_ids"]
@@ -166,11 +171,17 @@ def split_save(image: str, image_id: str, stream: Iterable[bytes], cache: Path) 
         if not all(isinstance(d, str) and DIGEST.fullmatch(d) for d in diff_ids):
             raise ImageError(f"docker save of {image} gave layer IDs that are not sha256 digests")
         by_digest = {digest: path for path, digest, _ in entries.values()}
-        for diff in diff_ids:
-            if diff not in by_digest:
-                raise Unsplittable(f"this machine's `docker save` of {image} holds no plain tar for layer "
-                                   f"{diff[:19]}… (compressed layers), so no delta can be made")
-            store_layer(cache / "layers", diff, by_digest[diff])
+        missing = [diff for diff in diff_ids if diff not in by_digest]
+        if missing:
+            raise Unsplittable(f"this machine's `docker save` of {image} holds no plain tar for layer "
+                               f"{missing[0][:19]}… (compressed layers), so no delta can be made")
+        new = [diff for diff in dict.fromkeys(diff_ids) if not _stored(cache / "layers", diff, by_digest[diff])]
+        total, done = sum(by_digest[diff].stat().st_size for diff in new), 0
+        for diff in new:
+            store_layer(cache / "layers", diff, by_digest[diff], lambda n, before=done: on_compress(before + n, total))
+            done += by_digest[diff].stat().st_size
+        if total:
+            on_compress(total, total)
     write_atomic(cache / "images" / f"{_hex(image_id)}.json",
                   json.dumps({"config": config.hex(), "diff_ids": diff_ids}).encode())
     return Parts(image, image_id, config, diff_ids, cache / "layers")
@@ -198,17 +209,25 @@ def _entry_bytes(entries: dict, name: str) -> bytes:
     return entries[name][0].read_bytes()
 
 
-def store_layer(layer_dir: Path, diff: str, raw: Path) -> None:
-    """Compress a layer into its cached member, unless an earlier image already did."""
+def _stored(layer_dir: Path, diff: str, raw: Path) -> bool:
+    """Whether an earlier image already compressed this layer into the cache."""
     member, size_file = layer_dir / f"{_hex(diff)}.gz", layer_dir / f"{_hex(diff)}.size"
-    if member.is_file() and size_file.is_file() and size_file.read_text().strip() == str(raw.stat().st_size):
+    return member.is_file() and size_file.is_file() and size_file.read_text().strip() == str(raw.stat().st_size)
+
+
+def store_layer(layer_dir: Path, diff: str, raw: Path, on_bytes: Callable[[int], None] = lambda done: None) -> None:
+    """Compress a layer into its cached member, unless an earlier image already did; `on_bytes`:
+    how much of the layer is compressed so far."""
+    if _stored(layer_dir, diff, raw):
         return
-    compressor = gzip_compressor()
-    with atomic_writer(member) as out, raw.open("rb") as src:
+    compressor, done = gzip_compressor(), 0
+    with atomic_writer(layer_dir / f"{_hex(diff)}.gz") as out, raw.open("rb") as src:
         while chunk := src.read(CHUNK):
             out.write(compressor.compress(chunk))
+            done += len(chunk)
+            on_bytes(done)
         out.write(compressor.flush())
-    write_atomic(size_file, str(raw.stat().st_size).encode())
+    write_atomic(layer_dir / f"{_hex(diff)}.size", str(raw.stat().st_size).encode())
 
 
 class _Reader(io.RawIOBase):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import threading
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterable, Iterator
 
 from launcher import docker_commands as dc
 from launcher.errors import ImageError
@@ -73,12 +73,41 @@ def save_stream(image: str) -> Iterator[bytes]:
     return docker.from_env().images.get(image).save(chunk_size=CHUNK, named=image)
 
 
+def image_size(image: str) -> int:
+    """About what `docker save` of the image writes (its layers' size, as the engine says); 0 if unknown."""
+    import docker
+    try:
+        size = docker.from_env().images.get(image).attrs.get("Size")
+    except docker.errors.DockerException:
+        return 0
+    return size if isinstance(size, int) and size > 0 else 0
+
+
+def counting(chunks: Iterable[bytes], total: int, on_bytes: Callable[[int, int], None]) -> Iterator[bytes]:
+    """The chunks, telling `on_bytes(done, total)` how far they are; the end (done = total) once
+    they are all through, whatever `total` estimated."""
+    done = 0
+    on_bytes(0, max(total, 1))      # at once: the engine may take a minute before its first byte
+    for chunk in chunks:
+        done += len(chunk)
+        on_bytes(done, max(total, done + 1))
+        yield chunk
+    on_bytes(done, done)
+
+
+Progress = Callable[[str], Callable[[int, int], None]]    # what is under way → its bytes done of total
+
+
+def no_progress(what: str) -> Callable[[int, int], None]:
+    return lambda done, total: None
+
+
 class Archive:
     """The plain `docker save` of one image, gzip-compressed once into a cache file: the fallback for
     engines that do not take a layer delta."""
 
-    def __init__(self, image: str, image_id: str, cache_dir: Path | None = None):
-        self.image, self.image_id = image, image_id
+    def __init__(self, image: str, image_id: str, cache_dir: Path | None = None, progress: Progress = no_progress):
+        self.image, self.image_id, self.progress = image, image_id, progress
         # The tag is part of the name: the archive records it, and `docker load` recreates it.
         safe_tag = "".join(c if c.isalnum() or c in "._-" else "_" for c in image)
         self.path = (cache_dir or cache_root() / "images") / f"{image_id.replace('sha256:', '')[:24]}-{safe_tag}.tar.gz"
@@ -88,8 +117,10 @@ class Archive:
             return self.path
         self.path.parent.mkdir(parents=True, exist_ok=True)
         compressor = gzip_compressor()
+        saved = counting(save_stream(self.image), image_size(self.image),
+                         self.progress(f"docker save of {self.image}, compressed into one archive"))
         with atomic_writer(self.path) as out:
-            for chunk in save_stream(self.image):
+            for chunk in saved:
                 out.write(compressor.compress(chunk))
             out.write(compressor.flush())
         return self.path
@@ -104,8 +135,10 @@ class Shipment:
     """What `up` ships, made once for all hosts on first need: the image split into cached layers
     (for deltas) and, only if some engine refuses a delta, the full archive."""
 
-    def __init__(self, image: str, image_id: str, cache: Path | None = None, parts: layers.Parts | None = None):
+    def __init__(self, image: str, image_id: str, cache: Path | None = None, parts: layers.Parts | None = None,
+                 progress: Progress = no_progress):
         self.image, self.image_id, self.cache = image, image_id, cache or cache_root()
+        self.progress = progress    # the work here that the hosts wait for (docker save, compressing)
         self._lock, self._parts = threading.Lock(), parts
         self.suspect = False        # a host refused a delta made of the cached layers
 
@@ -117,9 +150,13 @@ class Shipment:
         with self._lock:
             if self._parts is None:
                 cache = self.parts_cache(self.cache)
-                self._parts = layers.load_parts(self.image, self.image_id, cache) or \
-                    layers.split_save(self.image, self.image_id, save_stream(self.image), cache)
+                self._parts = layers.load_parts(self.image, self.image_id, cache) or self._split(cache)
             return self._parts
+
+    def _split(self, cache: Path) -> layers.Parts:
+        saved = counting(save_stream(self.image), image_size(self.image), self.progress(f"docker save of {self.image}"))
+        return layers.split_save(self.image, self.image_id, saved, cache,
+                                 self.progress(f"compressing the new layers of {self.image}"))
 
     def forget_if_suspect(self) -> None:
         """After every host is served: a split a host refused is removed, so the next `up` makes
@@ -132,6 +169,6 @@ class Shipment:
     def full(self) -> Archive:
         """The plain `docker save` archive, made once: what an engine that takes no delta gets."""
         with self._lock:
-            archive = Archive(self.image, self.image_id, self.cache / "images")
+            archive = Archive(self.image, self.image_id, self.cache / "images", self.progress)
             archive.ensure()
             return archive

@@ -13,12 +13,12 @@ from typing import Optional
 
 from launcher.errors import summary
 from launcher.image import layers, relay
-from launcher.image.local import Shipment, build_local, load_here, local_image_id
+from launcher.image.local import Shipment, build_local, load_here, local_image_id, no_progress
 from launcher.image.on_host import HostImage, ImageOutcome, build_remote, context_tarball, pull, survey, verify
 from launcher.image.ship import layers_needed, ship
 from launcher.inventory.model import Cluster, Host
 from launcher.plan import Plan
-from launcher.reporter import transfer_reporter
+from launcher.reporter import local_reporter, transfer_reporter
 from launcher.ssh.group import Group
 from launcher.ssh.transfer import counted
 
@@ -31,7 +31,11 @@ def prepare(group: Group, plan: Plan) -> Optional[Shipment]:
     for host in plan.cluster.hosts:
         group.reporter.stage(host.name, "image", "building here")
     image_id = build_local(plan.cluster)
-    return code_shipment(plan) if plan.cluster.spec.run else Shipment(plan.container_image, image_id)
+
+    def progress(what: str):
+        return local_reporter(group.reporter, what)
+    return code_shipment(plan, progress) if plan.cluster.spec.run else \
+        Shipment(plan.container_image, image_id, progress=progress)
 
 
 def provide(group: Group, plan: Plan, shipment: Optional[Shipment]) -> dict[str, ImageOutcome]:
@@ -116,13 +120,13 @@ def relayed_outcomes(chain: list[Host], result, checked, needs: dict[str, list[i
     return out
 
 
-def code_shipment(plan: Plan) -> Shipment:
+def code_shipment(plan: Plan, progress=no_progress) -> Shipment:
     """Your code as a layer on the trainer image (or on its requirements image), made here at once;
     also loaded into this machine's engine (a few KB), so the code image can be pushed or run here."""
     from launcher.image import code_layer
     spec = plan.cluster.spec
     parent_tag = code_layer.requirements_image(plan) if spec.run.requirements else spec.image
-    parent = Shipment(parent_tag, local_image_id(parent_tag)).parts()
+    parent = Shipment(parent_tag, local_image_id(parent_tag), progress=progress).parts()
     parts = code_layer.code_parts(plan, parent, Shipment.parts_cache())
     load_here(parts)
     return Shipment(plan.container_image, parts.image_id, parts=parts)

@@ -109,31 +109,44 @@ def compare_picture(folders: list[Path], out: Path) -> Path:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for folder in folders:
+    from launcher.results import axes
+    fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
+    every, last = [], 1
+    for folder, label in zip(folders, run_labels(folders)):
         trial, epochs, values = best_curve(folder, results.load(folder))
-        ax.plot(epochs, values, "-o", markersize=3, label=f"{folder.name}: {trial}")
-    ax.set_ylim(0, 1.0)
-    ax.set_xlabel("epoch")
+        ax.plot(epochs, values, "-o", markersize=3, label=axes.plain(f"{label}: {trial}"))
+        every, last = every + values, max([last, *epochs])
+    ax.set_ylim(*axes.accuracy_limits(every))
+    axes.epoch_axis(ax, last)
     ax.set_ylabel("validation accuracy")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title("Best trial of each run")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    fig.legend(fontsize=8, loc="outside lower center", ncols=min(2, len(folders)), frameon=False)
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_writer(out) as fh:
-        fig.savefig(fh, format=out.suffix[1:].lower(), dpi=110)
+        fig.savefig(fh, format=out.suffix[1:].lower(), dpi=110, bbox_inches="tight", pad_inches=0.15)
     plt.close(fig)
     return out
 
 
 def leaderboards(folders: list[Path]) -> tuple[list[str], list[list[str]]]:
     """Columns: one per run; rows: rank 1, 2, … with `trial val_accuracy` in each cell."""
-    from launcher.results.report import ranked
+    from launcher.results.report import ranked, state_text
     boards = [ranked(results.load(f)) for f in folders]
     rows = []
+
+    def cell(record: dict) -> str:       # a trial not trained to the end says what became of it
+        state = f" ({state_text(record)})" if record.get("state", "complete") != "complete" else ""
+        return f"{record['candidate']} {record['val_accuracy']:.4f}{state}"
     for rank in range(max(len(b) for b in boards)):
-        rows.append([str(rank + 1)] + [f"{b[rank]['candidate']} {b[rank]['val_accuracy']:.4f}" if rank < len(b) else ""
-                                       for b in boards])
-    return ["rank"] + [f.name for f in folders], rows
+        rows.append([str(rank + 1)] + [cell(b[rank]) if rank < len(b) else "" for b in boards])
+    return ["rank"] + run_labels(folders), rows
+
+
+def run_labels(folders: list[Path]) -> list[str]:
+    """Each run by its cluster and run id (`lab/3f2a1b2c3d4e`, or `local`), whatever folder or link
+    named it (two `…/latest` are two runs); the same run given twice is numbered."""
+    bases = []
+    for folder in folders:
+        real = Path(folder).resolve()
+        bases.append(real.name if real.name == "local" else f"{real.parent.name}/{real.name}")
+    return [base if bases.count(base) == 1 else f"{base} ({bases[:i].count(base) + 1})" for i, base in enumerate(bases)]

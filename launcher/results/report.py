@@ -15,9 +15,9 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from launcher.files import atomic_writer, write_atomic  # noqa: E402
+from launcher.results import axes, values  # noqa: E402
 from trainer import results  # noqa: E402  (the results.json owner)
 from trainer.results import load as load_results  # noqa: E402
 
@@ -50,55 +50,88 @@ def history(folder: Path, record: dict) -> list[dict]:
         return []
 
 
+COMPLETE, BEST, PRUNED = "#8ab17d", "#2a9d8f", "#c9c9c9"
+
+
 def plot_leaderboard(rows: list[dict], out: Path) -> Path:
-    width, height = 12.0, 0.6 * len(rows) + 1.5
-    fig, ax = plt.subplots(figsize=(width, height))
-    names = [r["candidate"] for r in rows][::-1]
-    values = [r["val_accuracy"] for r in rows][::-1]
-    bars = ax.barh(names, values, color=["#2a9d8f" if i == len(rows) - 1 else "#8ab17d" for i in range(len(rows))])
-    for bar, r in zip(bars, rows[::-1]):
-        # The figures stand in the margin right of the axis, which ends at 1.0 (accuracy's own end).
+    """The trained trials as bars, ranked as the leaderboard ranks them (trained to the end first,
+    best at the top, then pruned ones, marked); lost and failed trials, whose figures are not a
+    model's, are named under the axis instead of drawn as empty bars."""
+    from matplotlib.patches import Patch
+    drawn = [(i, r, text) for i, (r, text) in enumerate(zip(rows, values.texts(rows)), start=1) if axes.trained(r)]
+    pruned = any(r.get("state") == "pruned" for _, r, _ in drawn)
+    fig, ax = plt.subplots(figsize=(12.0, 0.55 * max(len(drawn), 1) + 2.2), layout="constrained")
+    labels = [axes.plain(f"{i}. {r['candidate']}" + (f"\n{text}" if text else "")) for i, r, text in drawn][::-1]
+    colours = [PRUNED if r.get("state") == "pruned" else BEST if i == 1 else COMPLETE for i, r, _ in drawn][::-1]
+    bars = ax.barh(range(len(drawn)), [r["val_accuracy"] for _, r, _ in drawn][::-1], color=colours,
+                   hatch=[("//" if c == PRUNED else None) for c in colours], edgecolor="white")
+    ax.set_yticks(range(len(drawn)), labels, fontsize=8)
+    for bar, (_, r, _) in zip(bars, drawn[::-1]):
+        # The figures stand right of the axis, which ends at 1.0 (accuracy's own end).
         ax.annotate(f"{r['val_accuracy']:.3f}  loss {r['val_loss']:.3f}  {r['train_seconds']:.0f} s  "
-                    f"{r['images_per_second']:.0f} img/s  {r['params'] / 1e6:.2f} M params",
+                    f"{r['images_per_second']:.0f} img/s  {r['params'] / 1e6:.2f} M params"
+                    + (f"  (pruned at epoch {r['pruned_at_epoch']})" if isinstance(r.get("pruned_at_epoch"), int)
+                       and r.get("state") == "pruned" else ""),
                     xy=(1.0, bar.get_y() + bar.get_height() / 2), xycoords=("axes fraction", "data"),
                     xytext=(6, 0), textcoords="offset points", va="center", fontsize=8, annotation_clip=False)
     ax.set_xlim(0, 1.0)
-    # Room in inches for the trial names (left), the notes (right), title and axis label.
-    label = max(len(n) for n in names) * 0.085 + 0.3
-    fig.subplots_adjust(left=label / width, right=1 - 3.8 / width, bottom=0.6 / height, top=1 - 0.45 / height)
-    ax.set_xlabel("validation accuracy")
-    ax.set_title("Leaderboard (best at the top)")
+    ax.set_ylim(-0.6, max(len(drawn), 1) - 0.4)
+    ax.set_xlabel("validation accuracy" + _not_drawn(rows))
+    ax.set_title("Leaderboard: " + ("trials trained to the end first, best at the top; then the pruned ones"
+                                    if pruned else "best at the top"))
+    if pruned:
+        fig.legend(handles=[Patch(color=COMPLETE, label="trained to the end"),
+                            Patch(facecolor=PRUNED, hatch="//", edgecolor="white", label="pruned (stopped early)")],
+                   loc="outside upper center", ncols=2, fontsize=8, frameon=False)
     return _save(fig, out / "leaderboard.png", layout=False)
 
 
+def _not_drawn(rows: list[dict]) -> str:
+    """The xlabel's note on trials without a trained model's figures: what became of them."""
+    note = axes.left_out([r for r in rows if not axes.trained(r)], "no trained model")
+    return "\n" + note if note else ""
+
+
 def plot_curves(folder: Path, rows: list[dict], out: Path) -> Path:
-    cols = min(3, len(rows))
-    nrows = math.ceil(len(rows) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.2 * nrows), squeeze=False)
-    for ax, record in zip(axes.flat, rows):
-        epochs = history(folder, record)
+    """Accuracy and validation accuracy per epoch, one panel per trial in leaderboard order, all on
+    one epoch axis (a trial pruned at epoch 1 is a point at 1 of the epochs it could have had) and
+    one accuracy axis chosen from the data; the title and the legend above the panels."""
+    found = [(r, history(folder, r), text) for r, text in zip(rows, values.texts(rows))]
+    drawn = [(r, epochs, text) for r, epochs, text in found if epochs]
+    cols = min(3, max(len(drawn), 1))
+    nrows = math.ceil(max(len(drawn), 1) / cols)
+    fig, grid = plt.subplots(nrows, cols, figsize=(4.2 * cols, 2.9 * nrows + 0.9), squeeze=False, layout="constrained")
+    last = max([r["epochs"] for r, _, _ in drawn if isinstance(r.get("epochs"), int)]
+               + [int(e["epoch"]) for _, epochs, _ in drawn for e in epochs] + [1])
+    for ax, (record, epochs, text) in zip(grid.flat, drawn):
         x = [int(e["epoch"]) for e in epochs]
         for key, style in (("accuracy", "-o"), ("val_accuracy", "--s")):
-            ax.plot(x, [float(e[key]) for e in epochs], style, label=key, markersize=3)
-        ax.set_title(record["candidate"], fontsize=9)
-        ax.set_xlabel("epoch")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_ylim(0, 1.02)
-        ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(rows):]:
+            ax.plot(x, [float(e[key]) for e in epochs], style, label=key, markersize=4)
+        state = f" ({state_text(record)})" if record.get("state") not in (None, "complete") else ""
+        ax.set_title(axes.plain(record["candidate"] + state + (f"\n{text}" if text else "")), fontsize=8)
+        axes.epoch_axis(ax, last)
+        # Each trial on its own accuracy scale, every point of it shown (comparing trials: search.png).
+        ax.set_ylim(*axes.accuracy_limits([float(e[k]) for e in epochs for k in ("accuracy", "val_accuracy")]))
+    for ax in list(grid.flat)[len(drawn):]:
         ax.axis("off")
-    fig.suptitle("Training curves per trial")
-    return _save(fig, out / "curves.png")
+    handles, labels = grid.flat[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside right upper", fontsize=8, frameon=False)
+    fig.suptitle("Training curves per trial, each on its own accuracy scale")
+    missing = axes.left_out([r for r, epochs, _ in found if not epochs], "no epochs recorded")
+    if missing:
+        fig.supxlabel(missing, fontsize=8)
+    return _save(fig, out / "curves.png", layout=False)
 
 
-def plot_confusion(record: dict, classes: list[str], out: Path) -> Path | None:
+def plot_confusion(record: dict, classes: list[str], out: Path, searched: str = "") -> Path | None:
     matrix = record.get("confusion_matrix")
     if not (isinstance(matrix, list) and 0 < len(matrix) <= 100 and all(
             isinstance(row, list) and len(row) == len(matrix) and all(isinstance(c, int) for c in row) for row in matrix)):
         return None
     fig, ax = plt.subplots(figsize=(1.2 * len(matrix) + 2.5, 1.0 * len(matrix) + 2))
     image = ax.imshow(matrix, cmap="Blues")
-    labels = classes if len(classes) == len(matrix) else [str(i) for i in range(len(matrix))]
+    labels = [axes.plain(c) for c in classes] if len(classes) == len(matrix) else [str(i) for i in range(len(matrix))]
     ax.set_xticks(range(len(matrix)), labels, rotation=45, ha="right")
     ax.set_yticks(range(len(matrix)), labels)
     top = max(max(row) for row in matrix) or 1
@@ -107,7 +140,7 @@ def plot_confusion(record: dict, classes: list[str], out: Path) -> Path | None:
             ax.text(j, i, str(count), ha="center", va="center", color="white" if count > top / 2 else "black")
     ax.set_xlabel("predicted")
     ax.set_ylabel("true")
-    ax.set_title(f"Confusion matrix: {record['candidate']}")
+    ax.set_title(axes.plain(f"Confusion matrix: {record['candidate']}" + (f" ({searched})" if searched else "")))
     fig.colorbar(image, ax=ax)
     return _save(fig, out / "confusion_matrix.png")
 
@@ -116,7 +149,8 @@ def _save(fig, path: Path, layout: bool = True) -> Path:
     if layout:
         fig.tight_layout()
     with atomic_writer(path) as fh:
-        fig.savefig(fh, format="png", dpi=110)
+        # tight: the canvas grows to hold what stands outside the axes (the leaderboard's figures)
+        fig.savefig(fh, format="png", dpi=110, bbox_inches="tight", pad_inches=0.15)
     plt.close(fig)
     return path
 
@@ -130,12 +164,12 @@ def markdown(doc: dict, rows: list[dict], pictures: list[Path]) -> str:
              f"restarts {doc.get('restarts', 0)}, {doc.get('images', {}).get('train', '?')} training and "
              f"{doc.get('images', {}).get('val', '?')} validation images; {doc.get('started', '?')} → "
              f"{doc.get('finished', '?')}, TensorFlow {doc.get('tensorflow', '?')}.", "",
-             "| rank | trial | val_accuracy | val_loss | train s | img/s | params | epochs | host |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---|"]
-    for i, r in enumerate(rows, start=1):
+             "| rank | trial | values | val_accuracy | val_loss | train s | img/s | params | epochs | host |",
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for i, (r, searched) in enumerate(zip(rows, values.texts(rows)), start=1):
         epochs = f"{r.get('resumed_from_epoch', 0) + r.get('epochs_run', r['epochs'])}/{r['epochs']}"
-        state = f" ({r['state']})" if r.get("state") not in (None, "complete") else ""
-        lines.append(f"| {i} | {r['candidate']}{state} | {r['val_accuracy']:.4f} | {r['val_loss']:.4f} | "
+        state = f" ({state_text(r)})" if r.get("state") not in (None, "complete") else ""
+        lines.append(f"| {i} | {r['candidate']}{state} | {searched} | {r['val_accuracy']:.4f} | {r['val_loss']:.4f} | "
                      f"{r['train_seconds']:.1f} | {r['images_per_second']:.0f} | {r['params']:,} | {epochs} | "
                      f"{r.get('host', '')} |")
     lines.append("")
@@ -146,12 +180,25 @@ def markdown(doc: dict, rows: list[dict], pictures: list[Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def state_text(record: dict) -> str:
+    """`pruned at 3`, `retried as …~r1`, `failed`: what became of a trial not trained to the end."""
+    state = record.get("state", "complete")
+    if state == "pruned" and isinstance(record.get("pruned_at_epoch"), int):
+        return f"pruned at {record['pruned_at_epoch']}"
+    if state == "retried" and isinstance(record.get("retried_as"), str):
+        return f"retried as {record['retried_as']}"
+    if state == "failed" and isinstance(record.get("why"), str):
+        why = record["why"].splitlines()[0] if record["why"] else ""
+        return f"failed: {why[:60]}" + ("…" if len(why) > 60 else "")
+    return state
+
+
 def write_report(folder: str | Path) -> Report:
     folder = Path(folder)
     doc = load_results(folder)
     rows = ranked(doc)
     pictures = [plot_leaderboard(rows, folder), plot_curves(folder, rows, folder)]
-    confusion = plot_confusion(rows[0], doc.get("class_names", []), folder)
+    confusion = plot_confusion(rows[0], doc.get("class_names", []), folder, values.texts(rows)[0])
     pictures += [confusion] if confusion else []
     if "search" in doc:
         from launcher.results import search_report

@@ -15,76 +15,118 @@ def finite(values) -> list[float]:
 
 
 def plot_search(doc: dict, out: Path, save) -> Path:
-    """val_accuracy by epoch, one line per trial; rungs dotted; a pruned trial ends in an ×."""
+    """val_accuracy by epoch, one line per trial, coloured by architecture; rungs dotted; a pruned
+    trial ends in an ×, the best is drawn thick; a legend says so. The accuracy axis is chosen
+    from the data (the contenders at 0.95–1.0 are told apart); a trial below it is marked ▼ on
+    its bottom edge and counted, never silently dropped."""
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-    fig, ax = plt.subplots(figsize=(10, 5.5))
+    from matplotlib.lines import Line2D
+    from launcher.results import axes
+    fig, ax = plt.subplots(figsize=(10, 5.8), layout="constrained")
     best = doc["best"]["candidate"]
-    for record in doc["candidates"]:
-        curve = record.get("curve") or []
-        if not curve:
-            continue
+    curves = [(r, axes.finite(r.get("curve") or [])) for r in doc["candidates"]]
+    curves = [(r, c) for r, c in curves if c]
+    architectures = sorted({_architecture(r) for r, _ in curves})
+    colours = {a: f"C{i % 10}" for i, a in enumerate(architectures)}
+    bottom, top = axes.accuracy_limits([v for _, c in curves for v in c], spare=0.1)
+    under = []
+    for record, curve in curves:
         style, width, alpha = STATE_STYLE.get(record.get("state", "complete"), ("-", 1.0, 0.6))
+        is_best = record["candidate"] == best
         epochs = list(range(1, len(curve) + 1))
-        line, = ax.plot(epochs, curve, style, linewidth=3 if record["candidate"] == best else width,
-                        alpha=1.0 if record["candidate"] == best else alpha)
+        colour = colours[_architecture(record)]
+        ax.plot(epochs, curve, style, color=colour, linewidth=3 if is_best else width, alpha=1.0 if is_best else alpha,
+                marker="o" if len(curve) == 1 else None, markersize=3)
         if record.get("state") == "pruned":
-            ax.plot(epochs[-1:], curve[-1:], "x", color=line.get_color(), markersize=9, mew=2)
-    for rung in doc["search"].get("rungs", []):
+            ax.plot(epochs[-1:], curve[-1:], "x", color=colour, markersize=9, mew=2)
+        if min(curve) < bottom:
+            under.append(record["candidate"])
+            low = [e for e, v in zip(epochs, curve) if v < bottom]
+            ax.plot(low, [bottom] * len(low), "v", color=colour, markersize=7, clip_on=False)
+    rungs = doc["search"].get("rungs", [])
+    for rung in rungs:
         ax.axvline(rung, linestyle=":", color="grey", linewidth=1)
-    ax.set_xlabel("epoch")
+    axes.epoch_axis(ax, max([doc["search"].get("max_epochs") or 0] + [len(c) for _, c in curves] + [1]))
+    ax.set_ylim(bottom, top)
     ax.set_ylabel("validation accuracy")
-    ax.set_ylim(0, 1.02)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if under:
+        ax.set_xlabel(axes.plain(f"epoch\n▼ below the axis: {', '.join(under[:5])}" + (" …" if len(under) > 5 else "")))
     counts = states(doc)
-    ax.set_title(f"Search ({doc['search'].get('sampler')}, pruner {doc['search'].get('pruner')}): "
-                 + ", ".join(f"{n} {s}" for s, n in counts.items())
-                 + "; rungs dotted, pruned trials end in ×, the best drawn thick", fontsize=9)
-    return save(fig, out / "search.png")
+    handles = [Line2D([], [], color=colours[a], linewidth=2, label=axes.plain(a)) for a in architectures]
+    handles += [Line2D([], [], color="black", linewidth=3, label=axes.plain(f"best: {best}")),
+                Line2D([], [], color="black", linewidth=1.6, label="trained to the end"),
+                *([Line2D([], [], color="black", linewidth=1.0, alpha=0.55, marker="x", markersize=8, mew=2,
+                          label="pruned (× where it stopped)")] if counts.get("pruned") else [])]
+    for state in sorted({r.get("state") for r, _ in curves} - {"complete", "pruned", None}):
+        style, width, alpha = STATE_STYLE.get(state, ("-", 1.0, 0.6))
+        handles.append(Line2D([], [], color="black", linestyle=style, linewidth=width, alpha=alpha,
+                              label=f"{state} (its epochs so far)"))
+    handles += [Line2D([], [], color="grey", linestyle=":", label="rung: the pruner judges here")] if rungs else []
+    fig.legend(handles=handles, loc="outside right upper", fontsize=8, frameon=False)
+    ax.set_title(f"Search: sampler {doc['search'].get('sampler')}, pruner {doc['search'].get('pruner')}; "
+                 + ", ".join(f"{n} {s}" for s, n in counts.items()), fontsize=10)
+    return save(fig, out / "search.png", layout=False)
+
+
+def _architecture(record: dict) -> str:
+    """The model a trial trained (`deep_cnn` of `deep_cnn#006`)."""
+    name = record.get("architecture") or str(record["candidate"])
+    return name.split("#")[0].split("@")[0].split("~")[0] if not record.get("architecture") else name
 
 
 def plot_parameters(doc: dict, out: Path, save) -> Path | None:
-    """val_accuracy against each searched value, one panel per value, colour by candidate."""
+    """val_accuracy against each value the trials differ in, one panel per value, colour by
+    architecture, hollow when pruned; trained trials only (a lost or failed one has no model's
+    figure); the accuracy axis from the data, as in search.png; the legend beside the panels."""
     import matplotlib.pyplot as plt
-    records = [r for r in doc["candidates"] if isinstance(r.get("hyperparameters"), dict)]
-    names = sorted({k for r in records for k in r["hyperparameters"]}, key=lambda k: (k not in _SHARED, k))
+    from launcher.results import axes, values
+    records = [r for r in doc["candidates"] if isinstance(r.get("hyperparameters"), dict) and axes.trained(r)
+               and axes.finite([r["val_accuracy"]])]
+    names = sorted(values.varying(records), key=lambda k: (k not in _SHARED, k))
     if not records or not names:
         return None
-    cols = min(3, len(names))
+    cols = 2 if len(names) == 4 else min(3, len(names))
     rows = math.ceil(len(names) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.3 * cols, 3.4 * rows), squeeze=False)
-    candidates = sorted({r.get("architecture") or r["candidate"] for r in records})
-    colours = {c: f"C{i % 10}" for i, c in enumerate(candidates)}
-    for ax, name in zip(axes.flat, names):
-        _panel(ax, name, [r for r in records if name in r["hyperparameters"]], colours)
-    for ax in list(axes.flat)[len(names):]:
+    fig, grid = plt.subplots(rows, cols, figsize=(4.3 * cols + 1.6, 3.3 * rows + 0.6), squeeze=False,
+                             layout="constrained")
+    architectures = sorted({_architecture(r) for r in records})
+    colours = {c: f"C{i % 10}" for i, c in enumerate(architectures)}
+    bottom, top = axes.accuracy_limits([r["val_accuracy"] for r in records], spare=0.1)
+    for ax, name in zip(grid.flat, names):
+        _panel(ax, name, [r for r in records if name in r["hyperparameters"]], colours, bottom)
+        ax.set_ylim(bottom, top)
+    for ax in list(grid.flat)[len(names):]:
         ax.axis("off")
-    handles = [plt.Line2D([], [], marker="o", linestyle="", color=colours[c], label=c) for c in candidates]
-    fig.legend(handles=handles, loc="lower right", fontsize=8)
-    fig.suptitle("What each searched value did (hollow: pruned, stopped early)")
-    return save(fig, out / "parameters.png")
+    handles = [plt.Line2D([], [], marker="o", linestyle="", color=colours[c], label=axes.plain(c)) for c in architectures]
+    handles += [plt.Line2D([], [], marker="o", linestyle="", markerfacecolor="none", color="black",
+                           label="pruned (figure at the epoch it stopped)")] \
+        if any(r.get("state") == "pruned" for r in records) else []
+    below = axes.below([r["val_accuracy"] for r in records], bottom)
+    handles += [plt.Line2D([], [], marker="v", linestyle="", color="black", label=f"below {bottom:g} ({below})")] if below else []
+    fig.legend(handles=handles, loc="outside right upper", fontsize=8, frameon=False)
+    fig.suptitle("What each searched value did to val_accuracy")
+    return save(fig, out / "parameters.png", layout=False)
 
 
 _SHARED = ("learning_rate", "batch_per_replica")
 
 
-def _panel(ax, name: str, records: list[dict], colours: dict) -> None:
+def _panel(ax, name: str, records: list[dict], colours: dict, bottom: float) -> None:
+    from launcher.results import axes
     xs = [r["hyperparameters"][name] for r in records]
     numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
-    labels = xs if numeric else [str(x) for x in xs]
+    labels = xs if numeric else [axes.plain(x) for x in xs]
     for record, x in zip(records, labels):
         acc = record["val_accuracy"]
-        if not (isinstance(acc, (int, float)) and math.isfinite(acc)):
-            continue
         pruned = record.get("state") == "pruned"
-        colour = colours[record.get("architecture") or record["candidate"]]
-        ax.plot([x], [acc], "o", markerfacecolor="none" if pruned else colour, markeredgecolor=colour)
-    positive = finite(xs) if numeric else []
+        colour = colours[_architecture(record)]
+        ax.plot([x], [max(acc, bottom)], "v" if acc < bottom else "o", markerfacecolor="none" if pruned else colour,
+                markeredgecolor=colour, clip_on=False)
+    positive = axes.finite(xs) if numeric else []
     if positive and min(positive) > 0 and max(positive) / min(positive) >= 10:
         ax.set_xscale("log")
     ax.set_title(name, fontsize=9)
     ax.set_ylabel("val_accuracy")
-    ax.set_ylim(0, 1.02)
 
 
 def states(doc: dict) -> dict[str, int]:

@@ -125,6 +125,7 @@ class Matrix:
     hosts: list[str]
     state: dict[str, dict[str, str]]    # from → to → "open" or why not
     mbit_s: dict[str, dict[str, float]] = field(default_factory=dict)   # from → to → measured throughput
+    port: str = "TF port"               # what was checked, for the matrix's title (parallel mode: the queue)
 
     @property
     def closed(self) -> list[tuple[str, str, str]]:
@@ -183,12 +184,17 @@ def check(group: Group, plan: Plan) -> Matrix:
         group.run("links", lambda h, c: c.run(dc.probe_stop(probe_name(plan, h)), check=False), listeners(plan))
     got = answers.succeeded
     matrix = Matrix([h.name for h in plan.cluster.hosts], {a: reach for a, (reach, _) in got.items()},
-                    {a: rates for a, (_, rates) in got.items()})
+                    {a: rates for a, (_, rates) in got.items()}, checked_port(plan))
     problems = judge(plan, matrix)
     if problems:
         what = "the chief's trial queue" if plan.parallel else "each other's TensorFlow port"
         raise LinkClosed(f"hosts cannot reach {what}:\n  " + "\n  ".join(problems) + "\n" + matrix.text())
     return matrix
+
+
+def checked_port(plan: Plan) -> str:
+    """What the matrix checked: TensorFlow's port, or in parallel mode the chief's trial queue."""
+    return f"the chief's trial queue, port {plan.study_port}" if plan.parallel else "TF port"
 
 
 def parse_answer(text: str, plan: Plan, host: Host) -> tuple[dict[str, str], dict[str, float]]:

@@ -10,8 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parent.parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
 DATA = REPO / "tests" / "data"
@@ -22,6 +20,7 @@ def require(condition: bool, why: str) -> None:
     """Skip an integration test whose tool is missing — but fail in CI, where .ci/run provides it."""
     if condition:
         return
+    import pytest   # here: bench/lanlab.py uses this module's helpers in a venv without pytest
     if IN_CI:
         pytest.fail(f"{why} (CI must provide it: see .ci/run)")
     pytest.skip(why)

@@ -28,6 +28,7 @@ alone, so it also cleans up after a crashed run. Traffic only goes to the addres
 from __future__ import annotations
 
 import getpass
+import json
 import os
 import shutil
 import signal
@@ -134,7 +135,18 @@ class Lab:
             self._start_host(host)
         for bastion in self.bastions if services else []:
             self._start_host(bastion, engine=False)
+        self._record()
         return self
+
+    def _record(self) -> None:
+        """<root>/lab.json: what this lab is and who made it when, so that another `lanlab.py up`
+        of the same tag (a colleague's, on a shared box) can name it instead of removing it."""
+        import datetime as dt
+        doc = {"tag": self.tag, "kind": type(self).__name__, "subnet": self.subnet,
+               "hosts": [[h.name, h.address] for h in self.hosts + self.bastions],
+               "made_by": os.environ.get("SUDO_USER") or self.user,
+               "made_at": dt.datetime.now().isoformat(timespec="seconds")}
+        (self.root / "lab.json").write_text(json.dumps(doc) + "\n")
 
     @property
     def launcher_address(self) -> str:

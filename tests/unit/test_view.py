@@ -106,3 +106,53 @@ def test_a_parallel_searchs_line_and_each_hosts_eta_come_from_the_chiefs_queue(t
     out = capsys.readouterr().out
     assert "search: 2 done, 1 pruned, 2 running, 3 left; best small_cnn#002 (val_acc 0.9100); ETA 0:00:33" in out
     assert "h1: trial1 (its 1st trial) epoch 1/3" in out and "ETA 0:00:30" in out     # its own pace, its share
+
+
+def test_work_here_is_a_row_with_a_bar_on_a_terminal_and_a_line_every_ten_seconds_off_it(capsys, monkeypatch):
+    import io
+    from rich.console import Console
+    quiet = view.RichReporter(["h1"])
+    for second in range(0, 31):             # a 30 s docker save, reported every second
+        quiet.local("docker save of t:1", (second + 1) * 100_000_000, 3_200_000_000, float(second + 1))
+    quiet.local("docker save of t:1", 3_200_000_000, 3_200_000_000, 31.5)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":", 2)[0] for line in lines] == ["this machine"] * len(lines)
+    assert len(lines) == 5, lines           # at 1, 11, 21 and 31 s, then its end
+    assert lines[0] == "this machine: docker save of t:1: 100.0 of 3,200.0 MB, 100.0 MB/s"        # no ETA yet
+    assert lines[2].endswith("2,100.0 of 3,200.0 MB, 100.0 MB/s, ETA 0:00:11")
+    assert lines[-1] == "this machine: docker save of t:1: 3,200.0 MB in 0:00:32, 101.6 MB/s"     # its end
+
+    screen = io.StringIO()
+    monkeypatch.setattr(view, "out", Console(file=screen, force_terminal=True, width=140, color_system=None))
+    live = view.RichReporter(["h1"])
+    shown = Console(file=io.StringIO(), width=140, color_system=None)
+    with live:
+        live.stage("h1", "image", "building here")
+        live.local("docker save of t:1", 800_000_000, 3_200_000_000, 8.0)
+        shown.print(live._table())
+        live.local("docker save of t:1", 3_200_000_000, 3_200_000_000, 32.0)
+        shown.print(live._table())
+    during, after = shown.file.getvalue().split("┏")[1:]
+    assert "this machine" in during and "docker save of t:1: 800.0 of 3,200.0 MB, 100.0 MB/s, ETA 0:00:24" in during
+    assert "━" in during and "this machine" not in after      # the row goes once the work is done
+
+
+def test_the_terminal_leaderboard_shows_the_values_each_trial_tried_beside_it(tmp_path, capsys, monkeypatch):
+    from support.figures import real_run
+    monkeypatch.setattr(view.out, "width", 250)
+    view.out.print(view.leaderboard(real_run("parallel-lost-host", tmp_path)))
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line for line in lines if "small_cnn#" in line]
+    assert any("trial" in line and "values" in line and "val_acc" in line for line in lines)     # the header
+    assert "small_cnn#008" in rows[0] and "lr 4.2e-3, bs 16, width 64" in rows[0]
+    assert "small_cnn#002 " in rows[-1] and "lr 2e-4, bs 16, width 64" in rows[-1] and "retried as" in rows[-1]
+    grid = tmp_path / "grid"
+    grid.mkdir()
+    (grid / "results.json").write_text('{"schema": 1, "candidates": [{"candidate": "small_cnn@lr=0.01,bs=16", '
+                                       '"val_accuracy": 0.9, "val_loss": 0.3, "train_seconds": 1, "images_per_second": 1, '
+                                       '"params": 1, "epochs": 1, "hyperparameters": {"learning_rate": 0.01}}, '
+                                       '{"candidate": "small_cnn@lr=0.001,bs=16", "val_accuracy": 0.8, "val_loss": 0.3, '
+                                       '"train_seconds": 1, "images_per_second": 1, "params": 1, "epochs": 1, '
+                                       '"hyperparameters": {"learning_rate": 0.001}}]}')
+    view.out.print(view.leaderboard(grid))
+    assert "values" not in capsys.readouterr().out          # a grid's names hold their values already

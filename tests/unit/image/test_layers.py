@@ -88,3 +88,25 @@ def test_a_damaged_cache_entry_is_a_miss_and_the_image_is_split_again(tmp_path, 
 def _meta(cache, image_id, **changes):
     path = cache / "images" / f"{image_id[7:]}.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+
+def test_splitting_tells_how_far_compressing_the_new_layers_is_and_skips_cached_ones(tmp_path):
+    saved, image_id = docker_save(BLOBS)
+    seen = []
+    layers.split_save("t:1", image_id, chunks_of(saved), tmp_path, lambda done, total: seen.append((done, total)))
+    total = sum(len(b) for b in BLOBS)
+    assert seen[-1] == (total, total) and all(t == total for _, t in seen)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen) and len(seen) >= 3      # rising, layer by layer
+    saved2, image_id2 = docker_save(BLOBS[:2] + [b"code v2"])
+    again = []
+    layers.split_save("t:1", image_id2, chunks_of(saved2), tmp_path, lambda done, total: again.append((done, total)))
+    assert again[-1] == (len(b"code v2"), len(b"code v2"))    # only the one new layer is compressed
+
+
+def test_an_image_whose_layers_are_all_cached_has_nothing_to_compress_and_says_nothing(tmp_path):
+    saved, image_id = docker_save(BLOBS)
+    layers.split_save("t:1", image_id, chunks_of(saved), tmp_path)
+    saved2, image_id2 = docker_save(BLOBS, tag="t:2")       # the same layers under another tag
+    seen = []
+    layers.split_save("t:2", image_id2, chunks_of(saved2), tmp_path, lambda done, total: seen.append((done, total)))
+    assert seen == []

@@ -108,3 +108,30 @@ def test_off_a_terminal_tables_print_whole_at_any_columns(tmp_path):
         out = subprocess.run([sys.executable, "-c", "from launcher.cli import run; run()", "report", str(folder)],
                              env=env, capture_output=True, text=True, check=True).stdout
         assert "1,493,636" in out and "small_cnn@lr=0.0001,bs=16,width=128,dropout=0.25" in out
+
+
+def test_compare_labels_each_run_by_cluster_and_id_even_through_two_latest_links(tmp_path, capsys, monkeypatch):
+    from launcher import view
+    from launcher.results import history
+    from support.figures import overlapping
+    monkeypatch.setattr(view.out, "width", 200)
+    a = run_folder(tmp_path / "runs" / "oasis" / "aaaaaaaaaaaa", 0.97, "2026-11-20T10:00:00")
+    b = run_folder(tmp_path / "runs" / "lab" / "bbbbbbbbbbbb", 0.99, "2026-11-21T10:00:00")
+    for link, target in ((a.parent / "latest", a.name), (b.parent / "latest", b.name)):
+        link.symlink_to(target)
+    latest = [a.parent / "latest", b.parent / "latest"]
+    assert history.run_labels(latest) == ["oasis/aaaaaaaaaaaa", "lab/bbbbbbbbbbbb"]
+    assert history.run_labels([a, a]) == ["oasis/aaaaaaaaaaaa (1)", "oasis/aaaaaaaaaaaa (2)"]
+    assert main(["compare", *map(str, latest), "--runs", str(tmp_path / "runs"), "-o", str(tmp_path / "c.png")]) == 0
+    header = capsys.readouterr().out
+    assert "oasis/aaaaaaaaaaaa" in header and "lab/bbbbbbbbbbbb" in header and " latest " not in header
+    kept = {}
+    monkeypatch.setattr("matplotlib.pyplot.close", lambda fig: kept.setdefault("fig", fig))
+    history.compare_picture(latest, tmp_path / "c2.png")
+    fig = kept["fig"]
+    fig.canvas.draw()
+    labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    assert labels == ["oasis/aaaaaaaaaaaa: small_cnn", "lab/bbbbbbbbbbbb: small_cnn"]
+    assert overlapping(fig, fig.legends, fig.axes) == []            # the legend below the plot, not on the lines
+    bottom, top = fig.axes[0].get_ylim()
+    assert bottom > 0 and top >= 0.99                                # the axis from the curves, not 0–1

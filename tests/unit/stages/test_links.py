@@ -73,3 +73,30 @@ def test_in_parallel_mode_each_host_reaches_only_the_chiefs_queue_and_is_judged_
     assert reach == {"h0": "open"}                 # h1 was not asked: not a closed link
     matrix = links.Matrix(["h0", "h1", "h2"], {"h1": {"h0": "open"}, "h2": reach})
     assert links.judge(plan, matrix) == [] and "CLOSED" not in matrix.text()
+
+
+def test_the_matrix_says_which_port_it_checked_the_trial_queue_in_parallel_mode():
+    from launcher.ssh.connection import Result
+    from launcher.ssh.fanout import fan_out
+    from support.fakes import FakeConnection
+
+    class Hosts:       # what check() uses of a Group: each host's step on its (fake) connection
+        def __init__(self, plan):
+            self.plan = plan
+            self.conns = {h.name: FakeConnection(lambda cmd: self.answer(cmd), host=h.name) for h in plan.cluster.hosts}
+
+        def answer(self, command):
+            if "import json, socket" in " ".join(command):     # the connect probe: the chief's queue is open
+                return Result(0, json.dumps({"reach": {"c.h0": "open"}, "mbit_s": {}}), "")
+            return Result(0, "bound\n", "")
+
+        def run(self, step, fn, hosts=None):
+            return fan_out(self.plan.cluster.hosts if hosts is None else hosts, step, lambda h: fn(h, self.conns[h.name]))
+
+        def staged(self, step, fn, hosts=None):
+            return self.run(step, fn, hosts).raise_if_failed()
+
+    parallel = plan_mod.make(cluster(3, train={"search": {"mode": "parallel", "port": 2999}}))
+    matrix = links.check(Hosts(parallel), parallel)
+    assert matrix.port == "the chief's trial queue, port 2999" and "TF port" not in matrix.port
+    assert links.checked_port(plan_mod.make(cluster(2))) == "TF port"
