@@ -24,7 +24,7 @@ from support.lab import Lab, available
 from support.sshd import write_inventory
 from trainer.results import safe_name
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]   # the lab's set-up counts in the first
 BUDGET = 6
 
 
@@ -144,7 +144,7 @@ def test_the_same_inventory_twice_is_two_runs_each_with_only_its_own(lab, tmp_pa
     cleanup.append(name)
     runs = tmp_path / "runs"
     first_up = CliProcess("up", "-i", str(inv), "--wait", "--runs", str(runs))
-    assert first_up.finish(900) == 0, first_up.output
+    assert first_up.finish(600) == 0, first_up.output
     first = run_folder(runs, name)
     first_doc = json.loads((first / "results.json").read_text())
     assert_only_its_own(first, first_doc)
@@ -160,7 +160,7 @@ def test_the_same_inventory_twice_is_two_runs_each_with_only_its_own(lab, tmp_pa
     victim = mid_trial(lab, name, 2, second_up)
     killed = time.monotonic()
     lab.hosts[2].docker("kill", victim)             # by hand: Docker will not restart it (restarts left or not)
-    assert second_up.finish(900) == 0, second_up.output
+    assert second_up.finish(600) == 0, second_up.output
     assert time.monotonic() - killed < 120, "the trial waited for search.lost_after_s (120 s) instead"
     second = run_folder(runs, name)
     assert second != first and (first / "results.json").read_bytes() == saved          # never overwritten

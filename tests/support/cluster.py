@@ -93,7 +93,11 @@ class CliProcess:
         raise AssertionError(f"no line matching {pattern!r} in:\n{self.output}")
 
     def finish(self, seconds: float = 120) -> int:
-        code = self.proc.wait(seconds)
+        try:
+            code = self.proc.wait(seconds)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError(f"still running after {seconds:g} s; it said:\n{self.output[-6000:]}") from None
         self._reader.join(10)
         return code
 
