@@ -115,7 +115,7 @@ def fetch_log(host: Host, conn, cluster: str, folder: Path, run: str = "") -> in
 def keep_earlier_attempt(folder: Path, host: str, container: str) -> None:
     """logs/<host>.log came from another container of this run: keep it under an attempt's name."""
     import json
-    seen_file = folder / ".containers.json"
+    seen_file = folder.parent / ".log-containers.json"  # beside logs/, which holds logs only
     try:
         seen = json.loads(seen_file.read_text())
         seen = seen if isinstance(seen, dict) else {}

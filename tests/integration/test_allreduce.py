@@ -101,5 +101,7 @@ def test_up_measures_the_links_and_auto_picks_from_the_figure_it_renders(cluster
     assert figures[0] == figures[1] > 0
     record = json.loads((runs / name / "latest" / "results.json").read_text())["candidates"][0]["allreduce"]
     assert record["auto"] and record["link_mbit_s"] == figures[0] and record["why"].startswith("auto: link")
-    code, out, err = cli(capsys, "up", "-i", str(inv), "--runs", str(runs))     # nothing changed: nothing pushed
-    assert code == 0 and all(re.search(rf"{h.name}\W+0 B\b", out) for h in hosts), out + err
+    # The same inventory again after a finished run: a new run (its own folder), the image not sent again.
+    code, out, err = cli(capsys, "up", "-i", str(inv), "--runs", str(runs))
+    assert code == 0 and re.search(r"^run \S+: a new run$", out, re.M), out + err
+    assert all(re.search(rf"^{h.name}: image \(present, 0 B\)$", out, re.M) for h in hosts), out + err

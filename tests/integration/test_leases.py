@@ -88,7 +88,7 @@ def test_a_cluster_on_held_ports_is_refused_naming_the_holder_then_queued_until_
     first, second = inventory("lsfirst"), inventory("lssecond")
     code, said = up(capsys, first)
     assert code == 0, said
-    run = re.search(r"cluster lsfirst, run ([0-9a-f]{12})", said).group(1)
+    run = re.search(r"cluster lsfirst, run (\d{8}-\d{6}-[0-9a-f]{8})", said).group(1)
 
     code, said = up(capsys, second)
     assert code == 1, said
@@ -157,7 +157,7 @@ def test_disjoint_ports_run_side_by_side_and_a_lease_whose_containers_are_gone_i
     assert stale == {(at, of, "stale: its containers are gone", False) for at in ("h0", "h1") for of in ("h0", "h1")}
     code, said = up(capsys, after)
     assert code == 1, said
-    assert re.search(rf"h0: held by \S+'s cluster lsone \(run [0-9a-f]{{12}}, from \S+\) since [^;]+ for port "
+    assert re.search(rf"h0: held by \S+'s cluster lsone \(run \d{{8}}-\d{{6}}-[0-9a-f]{{8}}, from \S+\) since [^;]+ for port "
                      rf"{hosts[0].tf_port}; stale: its containers are gone \(`up --break-lease` takes it\)", said), said
 
     code, said = up(capsys, after, "--break-lease")

@@ -115,6 +115,7 @@ class Lab:
         """n hosts (and `bastions` jump hosts after them); services=False: the namespaces and
         links only (no sshd, no dockerd)."""
         self.down()
+        self.clear_stale_labs()
         self.root.mkdir(parents=True)
         keygen(self.user_key)
         lan = self.lan.up((n - 1 if local_first else n) + bastions)
@@ -245,6 +246,17 @@ class Lab:
         path = self.root / name
         path.write_text("".join(h.known_hosts_line() for h in (self.hosts + self.bastions if hosts is None else hosts)))
         return path
+
+    def clear_stale_labs(self) -> None:
+        """A lab of this kind left on this subnet by a killed run (another tag: tags carry the pid)
+        would own the same addresses, and this lab's hosts would not answer: take it down first."""
+        shown = ip("ip", "-o", "-4", "addr", "show", check=False).stdout.splitlines()
+        for line in shown:
+            device, address = line.split()[1], line.split()[3] if len(line.split()) > 3 else ""
+            stale = device[len(self.prefix) + 1:]
+            if (address == f"{self.subnet}.1/24" and device.startswith(f"{self.prefix}b") and stale
+                    and stale != self.tag):
+                Lab(tag=stale, root_dir=self.root_dir, subnet=self.subnet, prefix=self.prefix).down()
 
     def down(self) -> None:
         """Remove everything this tag made; safe to call twice and after a crash."""

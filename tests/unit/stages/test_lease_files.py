@@ -31,6 +31,16 @@ def test_what_tfcompose_writes_it_reads_back_the_same():
     assert lf.parse_entry(Entry(stone.file, 1001, "bob", lf.tombstone_text(stone))) == stone
 
 
+def test_a_lease_names_the_run_as_up_names_it():
+    # The run id `up` chose is what the lease holds; a lease the reader refused would hide a live run.
+    import datetime as dt
+
+    from launcher import runs
+    run = runs.new_run_id("983df86f0a1b", dt.datetime(2026, 11, 25, 17, 20, 51, tzinfo=dt.timezone.utc))
+    lease = a_lease(run=run)
+    assert lf.parse_entry(entry(lf.lease_text(lease))).run == run
+
+
 @pytest.mark.parametrize("inventory, ids, every", [
     ("all", set(), True), (0, set(), False), (2, {0, 1}, False), ([1, 3], {1, 3}, False)])
 def test_the_inventorys_gpus_as_a_set(inventory, ids, every):
