@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from support.cluster import TRAIN, labelled
-from support.common import BASE_IMAGE, REPO, TEST_IMAGE, TrainerProcs, docker_ok, free_ports, require
+from support.common import REPO, TEST_IMAGE, TrainerProcs, docker_ok, ensure_base_image, free_ports, require
 from support.sshd import write_inventory
 
 
@@ -54,9 +54,8 @@ def image_folder(tmp_path_factory) -> Path:
 def trainer_image() -> str:
     """The trainer image, built the way users build it (`make image`) from the offline base."""
     require(docker_ok(), "no Docker engine answers `docker info`")
-    base = subprocess.run(["docker", "image", "inspect", BASE_IMAGE], capture_output=True)
-    require(base.returncode == 0, f"base image {BASE_IMAGE} is missing (bash ../shared/ci/build-offline-base.sh)")
-    build = subprocess.run(["make", "image", f"BASE_IMAGE={BASE_IMAGE}", f"IMAGE={TEST_IMAGE}"], cwd=REPO,
+    base = ensure_base_image()          # tf-offline-base:cpu when here, else tensorflow/tensorflow:latest pulled
+    build = subprocess.run(["make", "image", f"BASE_IMAGE={base}", f"IMAGE={TEST_IMAGE}"], cwd=REPO,
                            capture_output=True, text=True, timeout=900)
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     return TEST_IMAGE

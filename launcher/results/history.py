@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 from launcher.files import atomic_writer
+from launcher.text import label
 from trainer import results
 from trainer.errors import BadInput
 
@@ -97,7 +98,7 @@ def compare_picture(folders: list[Path], out: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for folder in folders:
         trial, epochs, values = best_curve(folder, results.load(folder))
-        ax.plot(epochs, values, "-o", markersize=3, label=f"{folder.name}: {trial}")
+        ax.plot(epochs, values, "-o", markersize=3, label=label(f"{folder.name}: {trial}", 80))
     ax.set_ylim(0, 1.0)
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation accuracy")

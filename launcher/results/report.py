@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from launcher.files import atomic_writer, write_atomic  # noqa: E402
+from launcher.text import label, one_line  # noqa: E402
 from trainer import results  # noqa: E402  (the results.json owner)
 from trainer.results import load as load_results  # noqa: E402
 
@@ -53,9 +54,12 @@ def history(folder: Path, record: dict) -> list[dict]:
 def plot_leaderboard(rows: list[dict], out: Path) -> Path:
     width, height = 12.0, 0.6 * len(rows) + 1.5
     fig, ax = plt.subplots(figsize=(width, height))
-    names = [r["candidate"] for r in rows][::-1]
+    # Every name that reaches a picture is made printable first (a trial's name comes from a
+    # results file); bars go by position, so two trials that print alike keep a bar each.
+    names = [label(r["candidate"]) for r in rows][::-1]
     values = [r["val_accuracy"] for r in rows][::-1]
-    bars = ax.barh(names, values, color=["#2a9d8f" if i == len(rows) - 1 else "#8ab17d" for i in range(len(rows))])
+    bars = ax.barh(range(len(rows)), values, color=["#2a9d8f" if i == len(rows) - 1 else "#8ab17d" for i in range(len(rows))])
+    ax.set_yticks(range(len(rows)), names)
     for bar, r in zip(bars, rows[::-1]):
         # The figures stand in the margin right of the axis, which ends at 1.0 (accuracy's own end).
         ax.annotate(f"{r['val_accuracy']:.3f}  loss {r['val_loss']:.3f}  {r['train_seconds']:.0f} s  "
@@ -64,8 +68,8 @@ def plot_leaderboard(rows: list[dict], out: Path) -> Path:
                     xytext=(6, 0), textcoords="offset points", va="center", fontsize=8, annotation_clip=False)
     ax.set_xlim(0, 1.0)
     # Room in inches for the trial names (left), the notes (right), title and axis label.
-    label = max(len(n) for n in names) * 0.085 + 0.3
-    fig.subplots_adjust(left=label / width, right=1 - 3.8 / width, bottom=0.6 / height, top=1 - 0.45 / height)
+    room = max(len(n) for n in names) * 0.085 + 0.3
+    fig.subplots_adjust(left=room / width, right=1 - 3.8 / width, bottom=0.6 / height, top=1 - 0.45 / height)
     ax.set_xlabel("validation accuracy")
     ax.set_title("Leaderboard (best at the top)")
     return _save(fig, out / "leaderboard.png", layout=False)
@@ -80,7 +84,7 @@ def plot_curves(folder: Path, rows: list[dict], out: Path) -> Path:
         x = [int(e["epoch"]) for e in epochs]
         for key, style in (("accuracy", "-o"), ("val_accuracy", "--s")):
             ax.plot(x, [float(e[key]) for e in epochs], style, label=key, markersize=3)
-        ax.set_title(record["candidate"], fontsize=9)
+        ax.set_title(label(record["candidate"]), fontsize=9)
         ax.set_xlabel("epoch")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylim(0, 1.02)
@@ -98,7 +102,7 @@ def plot_confusion(record: dict, classes: list[str], out: Path) -> Path | None:
         return None
     fig, ax = plt.subplots(figsize=(1.2 * len(matrix) + 2.5, 1.0 * len(matrix) + 2))
     image = ax.imshow(matrix, cmap="Blues")
-    labels = classes if len(classes) == len(matrix) else [str(i) for i in range(len(matrix))]
+    labels = [label(c, 30) for c in classes] if len(classes) == len(matrix) else [str(i) for i in range(len(matrix))]
     ax.set_xticks(range(len(matrix)), labels, rotation=45, ha="right")
     ax.set_yticks(range(len(matrix)), labels)
     top = max(max(row) for row in matrix) or 1
@@ -107,7 +111,7 @@ def plot_confusion(record: dict, classes: list[str], out: Path) -> Path | None:
             ax.text(j, i, str(count), ha="center", va="center", color="white" if count > top / 2 else "black")
     ax.set_xlabel("predicted")
     ax.set_ylabel("true")
-    ax.set_title(f"Confusion matrix: {record['candidate']}")
+    ax.set_title(f"Confusion matrix: {label(record['candidate'])}")
     fig.colorbar(image, ax=ax)
     return _save(fig, out / "confusion_matrix.png")
 
@@ -124,7 +128,7 @@ def _save(fig, path: Path, layout: bool = True) -> Path:
 def markdown(doc: dict, rows: list[dict], pictures: list[Path]) -> str:
     best = rows[0]
     lines = ["# tfcompose report", "",
-             f"Best: **{best['candidate']}** with validation accuracy **{best['val_accuracy']:.4f}** "
+             f"Best: **{_cell(best['candidate'])}** with validation accuracy **{best['val_accuracy']:.4f}** "
              f"(loss {best['val_loss']:.4f}).", "",
              f"Mode {doc.get('mode', 'sync')}, {doc.get('workers', 1)} worker(s), {doc.get('replicas', 1)} replica(s), "
              f"restarts {doc.get('restarts', 0)}, {doc.get('images', {}).get('train', '?')} training and "
@@ -135,15 +139,20 @@ def markdown(doc: dict, rows: list[dict], pictures: list[Path]) -> str:
     for i, r in enumerate(rows, start=1):
         epochs = f"{r.get('resumed_from_epoch', 0) + r.get('epochs_run', r['epochs'])}/{r['epochs']}"
         state = f" ({r['state']})" if r.get("state") not in (None, "complete") else ""
-        lines.append(f"| {i} | {r['candidate']}{state} | {r['val_accuracy']:.4f} | {r['val_loss']:.4f} | "
+        lines.append(f"| {i} | {_cell(r['candidate'])}{_cell(state)} | {r['val_accuracy']:.4f} | {r['val_loss']:.4f} | "
                      f"{r['train_seconds']:.1f} | {r['images_per_second']:.0f} | {r['params']:,} | {epochs} | "
-                     f"{r.get('host', '')} |")
+                     f"{_cell(r.get('host', ''))} |")
     lines.append("")
     if "search" in doc:
         from launcher.results import search_report
         lines += search_report.markdown(doc)
     lines += [f"![{p.stem}]({p.name})" for p in pictures]
     return "\n".join(lines) + "\n"
+
+
+def _cell(text) -> str:
+    """A name in report.md: printable, one line, and no `|` to break the table."""
+    return one_line(str(text), 200).replace("|", "/")
 
 
 def write_report(folder: str | Path) -> Report:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from launcher.text import label, one_line
+
 STATE_STYLE = {"complete": ("-", 1.6, 1.0), "pruned": ("-", 1.0, 0.55), "retried": (":", 1.0, 0.5),
                "failed": (":", 1.0, 0.5), "running": ("--", 1.0, 0.5), "waiting": ("--", 1.0, 0.5)}
 
@@ -37,8 +39,8 @@ def plot_search(doc: dict, out: Path, save) -> Path:
     ax.set_ylim(0, 1.02)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     counts = states(doc)
-    ax.set_title(f"Search ({doc['search'].get('sampler')}, pruner {doc['search'].get('pruner')}): "
-                 + ", ".join(f"{n} {s}" for s, n in counts.items())
+    ax.set_title(f"Search ({label(doc['search'].get('sampler'), 20)}, pruner {label(doc['search'].get('pruner'), 20)}): "
+                 + ", ".join(f"{n} {label(s, 20)}" for s, n in counts.items())
                  + "; rungs dotted, pruned trials end in ×, the best drawn thick", fontsize=9)
     return save(fig, out / "search.png")
 
@@ -59,7 +61,7 @@ def plot_parameters(doc: dict, out: Path, save) -> Path | None:
         _panel(ax, name, [r for r in records if name in r["hyperparameters"]], colours)
     for ax in list(axes.flat)[len(names):]:
         ax.axis("off")
-    handles = [plt.Line2D([], [], marker="o", linestyle="", color=colours[c], label=c) for c in candidates]
+    handles = [plt.Line2D([], [], marker="o", linestyle="", color=colours[c], label=label(c)) for c in candidates]
     fig.legend(handles=handles, loc="lower right", fontsize=8)
     fig.suptitle("What each searched value did (hollow: pruned, stopped early)")
     return save(fig, out / "parameters.png")
@@ -71,7 +73,7 @@ _SHARED = ("learning_rate", "batch_per_replica")
 def _panel(ax, name: str, records: list[dict], colours: dict) -> None:
     xs = [r["hyperparameters"][name] for r in records]
     numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
-    labels = xs if numeric else [str(x) for x in xs]
+    labels = xs if numeric else [label(x, 30) for x in xs]
     for record, x in zip(records, labels):
         acc = record["val_accuracy"]
         if not (isinstance(acc, (int, float)) and math.isfinite(acc)):
@@ -82,7 +84,7 @@ def _panel(ax, name: str, records: list[dict], colours: dict) -> None:
     positive = finite(xs) if numeric else []
     if positive and min(positive) > 0 and max(positive) / min(positive) >= 10:
         ax.set_xscale("log")
-    ax.set_title(name, fontsize=9)
+    ax.set_title(label(name, 40), fontsize=9)
     ax.set_ylabel("val_accuracy")
     ax.set_ylim(0, 1.02)
 
@@ -96,12 +98,13 @@ def states(doc: dict) -> dict[str, int]:
 
 def markdown(doc: dict) -> list[str]:
     """The report's paragraph on the search: sampler, pruner, what became of the trials, lost hosts."""
-    search = doc["search"]
+    search = {k: (one_line(v, 100) if isinstance(v, str) else v) for k, v in doc["search"].items()}
     lines = ["## Search", "",
              f"Sampler {search.get('sampler')}, {search.get('trials')} trial(s); pruner {search.get('pruner')}"
              + (f" (judged at epochs {', '.join(map(str, search.get('rungs', [])))}, the top "
                 f"1/{search.get('reduction_factor')} going on)" if search.get("pruner") != "none" else "")
              + ". Trials: " + ", ".join(f"{n} {s}" for s, n in states(doc).items()) + "."]
     for host, retries in (search.get("lost") or {}).items():
-        lines.append(f"Host {host} was lost; its trial was retried on another host as {', '.join(retries)}.")
+        lines.append(f"Host {one_line(host, 64)} was lost; its trial was retried on another host as "
+                     f"{', '.join(one_line(r, 200) for r in retries)}.")
     return lines + [""]

@@ -40,6 +40,11 @@ class Case:
     outside: tuple[Path, ...] = ()                    # more folders that must stay as they were
 
 
+# What must never reach the terminal as it is: escape (and its one-byte C1 form), BEL, the
+# Unicode direction overrides (launcher/text.py `printable` removes them all).
+RAW_CONTROLS = set("\x1b\x9b\x07\x90\x9d\u202e\u202d")
+
+
 @dataclass
 class Outcome:
     code: int
@@ -83,6 +88,8 @@ def run_case(case: Case, sandbox: Path) -> Outcome:
     outcome = Outcome(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
     text = outcome.out + outcome.err
     assert "Traceback" not in text, text[-3000:]
+    raw = [c for c in text if c in RAW_CONTROLS]
+    assert not raw, f"printed {raw[:5]} raw: {text[-2000:]!r}"
     assert outcome.seconds <= case.bound, f"took {outcome.seconds:.1f} s > {case.bound} s"
     assert snapshot(home, work, *case.outside) == before, "wrote outside its output folder"
     assert outcome.code in case.exit, f"exit {outcome.code}, expected {case.exit}: {text[-2000:]}"
@@ -284,7 +291,34 @@ def cli_cases() -> list[Case]:
              run_files("bbbbbbbbbbbb"), says="--output"),
         Case("report-nan-is-not-the-best", ["report", "{out}/runs/c/bbbbbbbbbbbb"], run_files("bbbbbbbbbbbb", nan=True),
              exit=(0,), says="1 │ y "),
+        # Hardening III: a trial's name reaches pictures printable (matplotlib's missing-glyph
+        # warning once printed its ESC raw), and `$…$` in a name is text, not mathematics.
+        Case("report-names-with-escape-sequences", ["report", "{out}/runs/c/cccccccccccc"], hostile_names_run(),
+             exit=(0,), says="report.md"),
+        Case("compare-names-with-escape-sequences", ["compare", "cccc", "bbbb", "--runs", "{out}/runs", "-o",
+                                                    "{out}/c.png"], {**hostile_names_run(), **run_files("bbbbbbbbbbbb")},
+             exit=(0,), says="c.png"),
     ]
+
+
+HOSTILE_NAMES = ["x\x1b]0;pwned\x07\x1b[2J", "$\\foo$ \x9b31m", "a\u202eb|c", "\x1b[31m"]
+
+
+def hostile_names_run() -> dict[str, str]:
+    """A run whose trial names, class names, searched values and search settings hold escape
+    sequences, format characters and `$…$` (a results.json from a tampered host)."""
+    import json
+    records = [{"candidate": n, "val_accuracy": 0.5 - i / 10, "val_loss": 1, "train_seconds": 1, "images_per_second": 1,
+                "params": 1, "epochs": 2, "state": "complete", "curve": [0.2, 0.5 - i / 10], "history": f"history/{i}.csv",
+                "hyperparameters": {"learning_rate": 0.01, n: n}} for i, n in enumerate(HOSTILE_NAMES)]
+    records[0]["confusion_matrix"] = [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]
+    doc = {"schema": 1, "started": "2026-11-23T10:00:00", "class_names": HOSTILE_NAMES, "candidates": records,
+           "best": {"candidate": HOSTILE_NAMES[0], "val_accuracy": 0.5},
+           "search": {"sampler": "\x1b[5mtpe", "pruner": "none", "lost": {"h\x1b[1m": ["y\x1b[0m"]}}}
+    files = {"out/runs/c/cccccccccccc/results.json": json.dumps(doc)}
+    for i in range(len(HOSTILE_NAMES)):
+        files[f"out/runs/c/cccccccccccc/history/{i}.csv"] = "epoch,loss,accuracy,val_loss,val_accuracy\n1,1,0.2,1,0.2\n2,1,0.5,1,0.5\n"
+    return files
 
 
 def run_files(run: str = "aaaaaaaaaaaa", restarts: str = "0", nan: bool = False) -> dict[str, str]:
