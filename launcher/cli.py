@@ -284,6 +284,12 @@ def _print_error(text: str) -> None:
 
 
 def _interrupted() -> int:
+    # Its clean-up has run: Ctrl-C pressed yet again changes nothing now, and must not turn the
+    # exit into a death by signal, or a traceback from the interpreter's shutdown (the command's
+    # own process only: a test calling `main` keeps its handler).
+    if _PROCESS["own"]:
+        import signal
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     _print_error("tfcompose: interrupted (containers already started keep running: `tfcompose down` stops them)")
     return int(ExitCode.INTERRUPTED)
 
@@ -324,5 +330,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         return int(ExitCode.BAD_INPUT)
 
 
+_PROCESS = {"own": False}     # `run`: this process is the command's own
+
+
 def run() -> None:
+    _PROCESS["own"] = True
     sys.exit(main())
