@@ -128,6 +128,11 @@ class Connection:
     def __enter__(self) -> "Connection":
         return self
 
+    @property
+    def connected(self) -> bool:
+        """Whether the SSH session is open already (a stage that would say "connect" need not)."""
+        return self._client is not None
+
     def __exit__(self, *exc) -> None:
         self.close()
 

@@ -66,6 +66,7 @@ class HostCase:
     check: Optional[Callable[[World, object], None]] = None
     during: Optional[Callable[[World], None]] = None   # runs in a thread while the command runs
     edit: Optional[Callable[[dict, World], None]] = None   # changes the inventory before the command
+    env: Optional[Callable[[World], dict]] = None          # the command's environment beside HOME and PATH
 
 
 def running(w: World, i: int = 0, run: str | None = None, state: str = "exited") -> dict:
@@ -152,6 +153,64 @@ def foreign_folder(w: World) -> None:
     folder = w.hosts[0].workdir / w.cluster / "alice"
     folder.mkdir(parents=True)
     (folder / "important.txt").write_text("not tfcompose's")
+
+
+def lying_links(mbit_s: float) -> Callable[[World], None]:
+    def setup(w: World) -> None:
+        for engine in w.engines:
+            engine.lying_links(mbit_s)
+    return setup
+
+
+def allreduce_auto(doc: dict, w: World) -> None:
+    doc["train"]["allreduce"] = "auto"
+
+
+def link_never_reaches_train_yaml(w: World, _outcome) -> None:
+    """What each host was given loads in the trainer, and holds no link figure no link has."""
+    from trainer.config import load_config
+    for host in w.hosts:
+        cfg = load_config(str(host.workdir / w.cluster / "train.yaml"))
+        assert cfg.allreduce.auto and cfg.allreduce.link_mbit_s is None, cfg.allreduce
+
+
+SOURCE = ("train/a/1.png", "train/b/1.png", "val/a/1.png", "val/b/1.png")
+
+
+def synced_dataset(doc: dict, w: World) -> None:
+    root = w.sandbox / "work" / "src"
+    for i, rel in enumerate(SOURCE):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(b"image %d" % i)
+    doc["dataset_source"] = str(root)
+    doc["defaults"]["data_dir"] = str(w.hosts[0].workdir / "data")
+    doc["train"]["dataset"] = {"kind": "image_folder", "train_dir": "/data/train", "val_dir": "/data/val"}
+
+
+def cache_with_a_wrong_digest(w: World) -> None:
+    """The source, and this machine's hash cache of it claiming a wrong digest for one file (as a
+    cache an earlier version wrote, or one edited by hand): every file's key right."""
+    import hashlib
+    import json
+    root = w.sandbox / "work" / "src"
+    entries = {}
+    for rel in SOURCE:
+        st = (root / rel).stat()
+        digest = hashlib.sha256((root / rel).read_bytes()).hexdigest()
+        entries[rel] = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, "0" * 64 if rel == SOURCE[0] else digest]
+    cache = w.sandbox / "out" / "cache" / "tfcompose" / "datasets" / (
+        hashlib.sha256(os.fsencode(root.resolve())).hexdigest()[:24] + ".json")
+    cache.parent.mkdir(parents=True)
+    cache.write_text(json.dumps(entries))
+
+
+def own_cache_and_state(w: World) -> dict:
+    return {"XDG_CACHE_HOME": str(w.sandbox / "out" / "cache"), "XDG_STATE_HOME": str(w.sandbox / "out" / "state")}
+
+
+def copied_exactly(w: World, _outcome) -> None:
+    data = w.hosts[0].workdir / "data"
+    assert all((data / rel).read_bytes() == (w.sandbox / "work" / "src" / rel).read_bytes() for rel in SOURCE)
 
 
 def assert_file(path_of: Callable[[World], Path], text: Optional[str]) -> Callable[[World, object], None]:
@@ -248,6 +307,18 @@ HOST_CASES = [
              check=assert_file(lambda w: w.hosts[0].workdir / w.cluster / "alice" / "important.txt", "not tfcompose's")),
     HostCase("preflight-refuses-a-foreign-folder", ["preflight", "-i", "{inv}"], foreign_folder, exit=(1,),
              says="was not made by tfcompose"),
+    # Hardening III (#37): a figure no link has never reaches train.yaml (5e-324 Mbit/s once made
+    # every worker die in allreduce.choose); a bad hash cache entry is a miss; a probe cut short is
+    # named as such (it once read as a workdir that is not writable).
+    HostCase("links-a-host-measures-5e-324-mbit-s", ["up", "-i", "{inv}"], lying_links(5e-324), hosts=2,
+             says="started", edit=allreduce_auto, check=link_never_reaches_train_yaml),
+    HostCase("links-a-host-measures-1e300-mbit-s", ["up", "-i", "{inv}"], lying_links(1e300), hosts=2,
+             says="started", edit=allreduce_auto, check=link_never_reaches_train_yaml),
+    HostCase("dataset-cache-with-a-wrong-digest", ["up", "-i", "{inv}"], cache_with_a_wrong_digest, says="h0: dataset (4 files",
+             edit=synced_dataset, env=own_cache_and_state, check=copied_exactly),
+    HostCase("preflight-probe-cut-short", ["preflight", "-i", "{inv}"], lambda w: w.engines[0].kill_caller_on_ps(),
+             exit=(1,), says="the preflight probe stopped (exit status 137) after",
+             check=lambda w, o: "not writable" not in o.out + o.err),
     HostCase("purge-its-own-folder", ["down", "-i", "{inv}", "--purge"],
              lambda w: (w.results() / ".." / ".tfcompose-cluster").write_text("tfcompose"), says="purged",
              check=assert_file(lambda w: w.hosts[0].workdir / w.cluster / ".tfcompose-cluster", None)),
@@ -276,7 +347,8 @@ def test_hostile_host(case, sshd_farm, tmp_path):
 def check_host_case(case: HostCase, world: World, tmp_path: Path) -> None:
     case.setup(world)
     spec = Case(case.name, [a.replace("{inv}", "{work}/inventory.yaml") for a in case.argv],
-                {"inventory.yaml": (tmp_path / "inventory.yaml").read_text()}, case.exit, case.says, case.bound)
+                {"inventory.yaml": (tmp_path / "inventory.yaml").read_text()}, case.exit, case.says, case.bound,
+                env=case.env(world) if case.env else {})
     helper = threading.Thread(target=case.during, args=(world,), daemon=True) if case.during else None
     if helper:
         helper.start()

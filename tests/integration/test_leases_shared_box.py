@@ -103,6 +103,7 @@ def test_a_lease_folder_another_account_made_or_can_empty_is_refused_naming_the_
     folder.chmod(0o1777)
     code, said = up(capsys, inventory(sshd_farm, tmp_path, "lsmine", hosts, folder, gpus=[0]))
     assert code == 1 and "gpus requested but Docker has no nvidia runtime" in said, said    # past the leases
+    assert said.count("h0: connect\n") == 1 and "h0: preflight" in said      # connected once, said once
     assert not list(folder.glob("*.lease"))                                                  # given back
 
 
