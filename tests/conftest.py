@@ -113,3 +113,15 @@ def cluster_env(sshd_farm, tmp_path, trainer_image):
         ids = labelled(name)
         if ids:
             subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def neighbour():
+    """A second local account, the neighbour on a shared box (tests/support/accounts.py): made for
+    the module, removed after it."""
+    from support import accounts
+    ok, why = accounts.available()
+    require(ok, why)
+    account = accounts.create(accounts.account_name())
+    yield account
+    accounts.remove(account.name)

@@ -9,6 +9,7 @@ bound, nothing written outside the output folder it was given.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -39,6 +40,7 @@ class World:
     hosts: list
     engines: list[FakeDocker]
     run_id: str = ""
+    neighbour: object = None            # support.accounts.Account, for the cases that need one
 
     @property
     def home(self) -> Path:
@@ -67,6 +69,7 @@ class HostCase:
     during: Optional[Callable[[World], None]] = None   # runs in a thread while the command runs
     edit: Optional[Callable[[dict, World], None]] = None   # changes the inventory before the command
     env: Optional[Callable[[World], dict]] = None          # the command's environment beside HOME and PATH
+    neighbour: bool = False                                # a second local account acts on the host
 
 
 def running(w: World, i: int = 0, run: str | None = None, state: str = "exited") -> dict:
@@ -213,6 +216,43 @@ def copied_exactly(w: World, _outcome) -> None:
     assert all((data / rel).read_bytes() == (w.sandbox / "work" / "src" / rel).read_bytes() for rel in SOURCE)
 
 
+def lease_box(w: World) -> Path:
+    """Where a lease case's folder lives: on this machine, reached by every account, root's and
+    sticky as /var/tmp is (pytest's folders are root's alone)."""
+    return Path(f"/var/tmp/tfcompose-hostile-{os.environ.get('TFC_LAB_NET', '213')}-{w.cluster}")
+
+
+def in_lease_box(doc: dict, w: World) -> None:
+    box = lease_box(w)
+    box.mkdir()
+    box.chmod(0o1777)
+    doc["defaults"]["lease_dir"] = str(box / "leases")
+
+
+def neighbours(script: str) -> Callable[[World], None]:
+    """The neighbour runs `script` in the lease box ($1: the box, $2: its uid, $3: this user's uid,
+    $4: the cluster); what root must make first ({root} lines) is made before."""
+    def setup(w: World) -> None:
+        box = lease_box(w)
+        w.neighbour.sh(script, str(box), str(w.neighbour.uid), str(os.getuid()), w.cluster)
+    return setup
+
+
+def root_folder(mode: int, then: str = "") -> Callable[[World], None]:
+    def setup(w: World) -> None:
+        folder = lease_box(w) / "leases"
+        folder.mkdir()
+        folder.chmod(mode)
+        if then:
+            neighbours(then)(w)
+    return setup
+
+
+def nothing_of_this_cluster_there(w: World, _outcome) -> None:
+    found = [p for p in lease_box(w).rglob(f"{w.cluster}.*") if p.is_file()]
+    assert found == [], found
+
+
 def assert_file(path_of: Callable[[World], Path], text: Optional[str]) -> Callable[[World, object], None]:
     def check(w: World, _outcome) -> None:
         path = path_of(w)
@@ -319,6 +359,24 @@ HOST_CASES = [
     HostCase("preflight-probe-cut-short", ["preflight", "-i", "{inv}"], lambda w: w.engines[0].kill_caller_on_ps(),
              exit=(1,), says="the preflight probe stopped (exit status 137) after",
              check=lambda w, o: "not writable" not in o.out + o.err),
+    # Leases on a box shared with another account (#37): refused naming the fix, never holding nothing.
+    HostCase("lease-folder-made-first-by-another-account", ["up", "-i", "{inv}"],
+             neighbours('mkdir -m 1777 "$1/leases"'), exit=(1,), says="could remove or replace anyone's lease in it",
+             edit=in_lease_box, neighbour=True, check=nothing_of_this_cluster_there),
+    HostCase("lease-folder-not-sticky", ["up", "-i", "{inv}"], root_folder(0o777), exit=(1,),
+             says="is writable by others but not sticky (owner root, mode 777)", edit=in_lease_box,
+             check=nothing_of_this_cluster_there),
+    HostCase("lease-folder-inside-one-another-account-owns", ["up", "-i", "{inv}"],
+             neighbours('mkdir -m 755 "$1/theirs"'), exit=(1,), says="could move the lease folder away",
+             edit=lambda doc, w: (in_lease_box(doc, w), doc["defaults"].update(lease_dir=str(lease_box(w) / "theirs" / "l"))),
+             neighbour=True, check=nothing_of_this_cluster_there),
+    HostCase("lease-name-with-a-folder-planted", ["up", "-i", "{inv}"],
+             root_folder(0o1777, 'mkdir -m 777 "$1/leases/$4.h0.$3.lease"'), exit=(1,), says="is not a file",
+             edit=in_lease_box, neighbour=True, check=nothing_of_this_cluster_there),
+    HostCase("lease-folder-600-junk-files-that-sort-first", ["up", "-i", "{inv}"],
+             root_folder(0o1777, 'cd "$1/leases" && i=0 && while [ $i -lt 600 ]; do : > "a$i.h0.$2.lease"; '
+                                 'i=$((i + 1)); done'), exit=(1,), says="holds 600 lease files, more than the 512",
+             edit=in_lease_box, neighbour=True, check=nothing_of_this_cluster_there),
     HostCase("purge-its-own-folder", ["down", "-i", "{inv}", "--purge"],
              lambda w: (w.results() / ".." / ".tfcompose-cluster").write_text("tfcompose"), says="purged",
              check=assert_file(lambda w: w.hosts[0].workdir / w.cluster / ".tfcompose-cluster", None)),
@@ -336,12 +394,14 @@ def test_hostile_input(case, tmp_path):
 
 
 @pytest.mark.parametrize("case", HOST_CASES, ids=[c.name for c in HOST_CASES])
-def test_hostile_host(case, sshd_farm, tmp_path):
-    world = make_world(case, sshd_farm, tmp_path)
+def test_hostile_host(case, sshd_farm, tmp_path, request):
+    account = request.getfixturevalue("neighbour") if case.neighbour else None
+    world = make_world(case, sshd_farm, tmp_path, account)
     try:
         check_host_case(case, world, tmp_path)
     finally:
         remove_deep(tmp_path)
+        shutil.rmtree(lease_box(world), ignore_errors=True)
 
 
 def check_host_case(case: HostCase, world: World, tmp_path: Path) -> None:
@@ -362,7 +422,7 @@ def check_host_case(case: HostCase, world: World, tmp_path: Path) -> None:
     assert not left, "a timed-out command was left running on the host"
 
 
-def make_world(case: HostCase, farm, tmp_path: Path) -> World:
+def make_world(case: HostCase, farm, tmp_path: Path, neighbour=None) -> World:
     from launcher import plan
     from launcher.inventory.load import load_cluster
     engines, hosts = [], []
@@ -378,7 +438,7 @@ def make_world(case: HostCase, farm, tmp_path: Path) -> World:
     doc = yaml.safe_load(path.read_text())
     doc["ssh"]["command_timeout_s"] = TIMEOUT_S
     doc["image_mode"] = "pull"
-    world = World(tmp_path / "op", name, hosts, engines)
+    world = World(tmp_path / "op", name, hosts, engines, neighbour=neighbour)
     if case.edit:
         case.edit(doc, world)
     path.write_text(yaml.safe_dump(doc, sort_keys=False))

@@ -24,20 +24,11 @@ from launcher.ssh.group import Group
 from launcher.stages import leases
 from support import accounts
 from support.cluster import CliProcess, cli
-from support.common import free_ports, require
+from support.common import free_ports
 from support.sshd import write_inventory
 
 pytestmark = pytest.mark.integration
 SLOW_CLOCK = "import time\n_real = time.time\ntime.time = lambda: _real() - 3600   # this launcher's clock: an hour slow"
-
-
-@pytest.fixture(scope="module")
-def neighbour():
-    ok, why = accounts.available()
-    require(ok, why)
-    account = accounts.create(accounts.account_name())
-    yield account
-    accounts.remove(account.name)
 
 
 @pytest.fixture

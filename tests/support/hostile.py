@@ -238,6 +238,30 @@ def inventory_cases() -> list[Case]:
                  "loops", **{"d/train/CN/a.png": "x", "d/train/CN/loop.png": Link("loop.png")}),
         validate("code-dir-name-not-utf8", inventory(run=RUN), "valid", exit=(0,),
                  **{**CODE, os.fsdecode(b"code/data-\xff.bin"): "x"}),
+        # Hardening III (#37): every number that feeds arithmetic within what it can be; one trial, one name.
+        validate("link-mbit-s-1e-320", inventory(train={"allreduce": {"auto": True, "link_mbit_s": 1e-320}}),
+                 "train.allreduce.link_mbit_s: Received 1e-320. Expected a number of Mbit/s from 0.01 to 1,000,000"),
+        validate("link-mbit-s-5e-324", "cluster: c\ntrain: {allreduce: {auto: true, link_mbit_s: 5.0e-324}}\n"
+                 "hosts: [{name: a, address: 10.0.0.1}]\n", "train.allreduce.link_mbit_s"),
+        validate("link-mbit-s-infinite", "cluster: c\ntrain: {allreduce: {link_mbit_s: .inf}}\n"
+                 "hosts: [{name: a, address: 10.0.0.1}]\n", "train.allreduce.link_mbit_s"),
+        validate("join-timeout-1e-320", inventory(train={"join_timeout_s": 1e-320}), "train.join_timeout_s"),
+        validate("profile-steps-beyond-int64", inventory(train={"profile_steps": [0, 2 ** 70]}), "train.profile_steps"),
+        validate("grid-learning-rate-twice", inventory(train={"search": {"learning_rates": [0.01, 0.001, 0.01]}}),
+                 "train.search.learning_rates: Received 0.01 twice"),
+        validate("grid-learning-rates-that-print-alike", inventory(train={"search": {"learning_rates": [0.001, 0.0010000001]}}),
+                 "which name one trial's files (learning_rate=0.001)"),
+        validate("grid-batch-twice", inventory(train={"search": {"batch_per_replica": [16, 16]}}), "Received 16 twice"),
+        validate("builders-that-share-a-history-file", inventory(train={"candidates": ["a.b:c_d", "a.b_c:d"]}),
+                 "which name one file (history/a.b_c_d.csv)"),
+        validate("builders-that-differ-only-in-case", inventory(train={"candidates": ["m:Net", "m:net"]}),
+                 "where case is ignored"),
+        validate("choice-with-an-escape-sequence", inventory(train={"candidates": ["m:b"], "search": {
+                 "sampler": "random", "trials": 2, "hyperparameters": {"m:b": {"act": ["relu", "\x1b[2Jx"]}}}}),
+                 "train.search.hyperparameters['m:b'].act"),
+        validate("choice-not-a-number", "cluster: c\ntrain: {candidates: ['m:b'], search: {sampler: random, trials: 2, "
+                 "hyperparameters: {'m:b': {w: [.nan, 1]}}}}\nhosts: [{name: a, address: 10.0.0.1}]\n",
+                 "train.search.hyperparameters['m:b'].w"),
     ]
     return cases
 
@@ -294,10 +318,10 @@ def cli_cases() -> list[Case]:
         # Hardening III: a trial's name reaches pictures printable (matplotlib's missing-glyph
         # warning once printed its ESC raw), and `$…$` in a name is text, not mathematics.
         Case("report-names-with-escape-sequences", ["report", "{out}/runs/c/cccccccccccc"], hostile_names_run(),
-             exit=(0,), says="report.md"),
+             exit=(0,), says="report.md", bound=90),
         Case("compare-names-with-escape-sequences", ["compare", "cccc", "bbbb", "--runs", "{out}/runs", "-o",
                                                     "{out}/c.png"], {**hostile_names_run(), **run_files("bbbbbbbbbbbb")},
-             exit=(0,), says="c.png"),
+             exit=(0,), says="c.png", bound=60),
     ]
 
 
@@ -353,6 +377,12 @@ def trainer_cases() -> list[Case]:
                 '["[fe80::1%eth0]:2222", "10.0.0.2:2222"]}, "task": {"type": "worker", "index": 0}}'}),
         trainer("tf-config-huge", "epochs: 1\n", "TF_CONFIG", env={"TF_CONFIG": '{"cluster": {"worker": ["' + "a" * 100000 + '"]}}'}),
         trainer("config-dev-zero", None, "more than", args=["--config", "/dev/zero"]),
+        # Hardening III (#37): a train.yaml written by hand with a link no link has is refused before
+        # TensorFlow loads (it once killed every worker at its first trial).
+        trainer("link-mbit-s-1e-320", "allreduce: {auto: true, link_mbit_s: 1.0e-320}\n", "allreduce.link_mbit_s"),
+        trainer("link-mbit-s-from-the-environment", None, "allreduce.link_mbit_s",
+                env={"TFC_TRAIN_ALLREDUCE__LINK_MBIT_S": "5.0e-324"}),
+        trainer("grid-value-twice", "search: {learning_rates: [0.01, 0.01]}\n", "Received 0.01 twice"),
     ]
 
 
