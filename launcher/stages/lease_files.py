@@ -2,7 +2,8 @@
 
 Three kinds of small JSON file, each written whole under a temporary name and renamed (by
 leases_host.sh), each readable by every user of the host (0644) in a folder every user can write
-(mode 1777, sticky: nobody can remove or replace another user's file):
+(root's, mode 1777, sticky: nobody can remove or replace another user's file; leases_host.sh refuses
+a folder anyone but root and the user could empty):
 
     <cluster>.<host>.<uid>.lease    a cluster holds GPUs and ports on this host
     <key>.<host>.ticket             an `up --queue` waits for them (key: when it asked, then a nonce)

@@ -3,10 +3,12 @@ people sharing boxes never start on the same GPUs or ports; `up --queue` waits i
 
 Where: one folder per host that every user of the box sees, whatever their account or workdir:
 `lease_dir` (default /var/tmp/tfcompose-leases: /var/tmp is on every Linux, shared by all users
-and kept across reboots, where /tmp may be private or emptied). The first `up` on a box makes it
-with mode 1777, as /tmp is: everyone writes there, and the sticky bit lets nobody remove or
-replace another's file. A folder that cannot be made or written refuses the host, naming the
-folder and `lease_dir`: going on without a lease would break the promise to the others.
+and kept across reboots, where /tmp may be private or emptied). On a box several accounts use it
+is root's with mode 1777, as /tmp is: everyone writes there, and the sticky bit lets nobody remove
+or replace another's file (the first `up` makes it so when it runs as root, else makes it the
+user's alone). The host checks that nobody but root and the user can remove or rename what is in
+the folder or above it, and refuses it otherwise, naming the fix; a folder that cannot be made or
+written is refused too: going on without a lease would break the promise to the others.
 
 What: one small JSON file per host and cluster (lease_files.py), written beside and renamed. The
 launcher decides (lease_rules.py, pure); the host only reads, locks and writes (leases_host.sh):
