@@ -7,6 +7,7 @@ tests/integration/test_hostile.py.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -42,7 +43,7 @@ class Case:
 
 # What must never reach the terminal as it is: escape (and its one-byte C1 form), BEL, the
 # Unicode direction overrides (launcher/text.py `printable` removes them all).
-RAW_CONTROLS = set("\x1b\x9b\x07\x90\x9d\u202e\u202d")
+RAW_CONTROLS = re.compile("[\x1b\x9b\x07\x90\x9d\u202e\u202d]")
 
 
 @dataclass
@@ -88,8 +89,8 @@ def run_case(case: Case, sandbox: Path) -> Outcome:
     outcome = Outcome(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
     text = outcome.out + outcome.err
     assert "Traceback" not in text, text[-3000:]
-    raw = [c for c in text if c in RAW_CONTROLS]
-    assert not raw, f"printed {raw[:5]} raw: {text[-2000:]!r}"
+    raw = RAW_CONTROLS.search(text)
+    assert raw is None, f"printed {raw.group()!r} raw: {text[-2000:]!r}"
     assert outcome.seconds <= case.bound, f"took {outcome.seconds:.1f} s > {case.bound} s"
     assert snapshot(home, work, *case.outside) == before, "wrote outside its output folder"
     assert outcome.code in case.exit, f"exit {outcome.code}, expected {case.exit}: {text[-2000:]}"
