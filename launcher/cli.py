@@ -353,6 +353,12 @@ INTERRUPTED = {"up": "containers already started keep running: `tfcompose down` 
 
 
 def _interrupted(argv: list[str]) -> int:
+    # Its clean-up has run: Ctrl-C pressed yet again changes nothing now, and must not turn the
+    # exit into a death by signal, or a traceback from the interpreter's shutdown (the command's
+    # own process only: a test calling `main` keeps its handler).
+    if _PROCESS["own"]:
+        import signal
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     command = next((a for a in argv if not a.startswith("-")), "")
     note = INTERRUPTED.get(command)
     _print_error("tfcompose: interrupted" + (f" ({note})" if note else ""))
@@ -395,5 +401,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         return int(ExitCode.BAD_INPUT)
 
 
+_PROCESS = {"own": False}     # `run`: this process is the command's own
+
+
 def run() -> None:
+    _PROCESS["own"] = True
     sys.exit(main())

@@ -88,7 +88,11 @@ say gpu_count "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"
 say own_running "$(docker ps -q --filter "label=tfcompose.cluster=$cluster" --filter "label=tfcompose.host=$host" 2>/dev/null | wc -l)"
 if [ -z "$tf_port" ]; then say port_busy 0
 elif command -v ss >/dev/null 2>&1; then say port_busy "$(ss -Hltn "sport = :$tf_port" | wc -l)"; else say port_busy unknown; fi
-if mkdir -p "$workdir" 2>/dev/null && [ -w "$workdir" ]; then say workdir ok; else say workdir "not writable"; fi
+# Writable is what a file made there says (root's `[ -w ]` is true on a full or read-only disk),
+# and why not is the system's own words: a unique name, so two probes at once never meet.
+if why=$(mkdir -p -- "$workdir" 2>&1) && why=$(mktemp "${workdir%/}/.tfcompose-probe.XXXXXX" 2>&1); then
+  rm -f -- "$why"; say workdir ok
+else say workdir "$(printf '%s' "$why" | tail -n 1 | tr -d '\r' | cut -c 1-200)"; fi
 say free_kb "$(df -Pk "$workdir" 2>/dev/null | awk 'NR==2 {print $4}')"
 if [ -n "$data_dir" ]; then if [ -d "$data_dir" ]; then say data_dir ok; else say data_dir missing; fi; fi
 bundle="${workdir%/}/$cluster"
@@ -112,6 +116,7 @@ if [ -n "$peer" ] && command -v ip >/dev/null 2>&1; then
   say route "$(ip -o route get "$peer" 2>/dev/null | head -n 1)"
 fi
 say clock "$(date +%s.%N)"
+say end ok
 """
 
 
@@ -198,14 +203,24 @@ def dataset_manifest(data_dir: str, cache_file: str, image: str, script: str) ->
             "sh", data_dir, cache_file, image, script]
 
 
+# A marked folder's marker: its inode and text read from one open file (never the inode of one
+# file and the text of the next), again a moment later if that read fails (a host on NFS, another
+# host of the cluster looking at the same folder at the same moment): only a marker read whole is
+# judged, and one that cannot be read says so (`kind=unreadable`), not "foreign".
+_MARKER_READ = ('marker() { i=$(stat -L -c %i /dev/fd/3) && t=$(head -c 1024 <&3 | tr -d "\\n\\r") && [ -n "$i" ]; }; '
+                'for try in 1 2 3; do if { marker; } 3< "$m" 2>/dev/null; then echo kind=marked; echo "inode=$i"; '
+                'printf "marker=%s\\n" "$t"; exit 0; fi; sleep 0.3; done; '
+                'echo kind=unreadable; echo "why=$(head -c 1 "$m" 2>&1 >/dev/null | tail -n 1 | cut -c 1-200)"; ')
+
+
 def dataset_look(data_dir: str) -> list[str]:
     """What the data_dir is, read only: `kind=` absent, empty, symlink, notdir, foreign (files and
-    no marker) or marked; a marked one also gives its marker's inode and (first KB of) text."""
+    no marker), marked (with its marker's inode and first KB of text) or unreadable (a marker that
+    could not be read, and why)."""
     return ["sh", "-c", 'd=$1 m="$1/.tfcompose-dataset"; '
             'if [ -L "$d" ]; then echo kind=symlink; elif [ ! -e "$d" ]; then echo kind=absent; '
             'elif [ ! -d "$d" ]; then echo kind=notdir; elif [ -z "$(ls -A "$d")" ]; then echo kind=empty; '
-            'elif [ -f "$m" ] && [ ! -L "$m" ]; then echo kind=marked; echo "inode=$(stat -c %i "$m")"; '
-            'printf marker=; head -c 1024 "$m" | tr -d "\\n\\r"; echo; else echo kind=foreign; fi', "sh", data_dir]
+            'elif [ -f "$m" ] && [ ! -L "$m" ]; then ' + _MARKER_READ + 'else echo kind=foreign; fi', "sh", data_dir]
 
 
 def dataset_claim(data_dir: str, marker: str) -> list[str]:

@@ -30,6 +30,12 @@ def one_line(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
+def label(text, limit: int = 60) -> str:
+    """What a picture may show of a name a results file gave: one printable line of at most `limit`
+    characters, each `$` kept literal (matplotlib reads `$…$` as mathematics, and fails on some)."""
+    return (one_line(str(text), limit) or "(no printable name)").replace("$", r"\$")
+
+
 def clock(seconds: Optional[float]) -> str:
     """`1:02:03`; `?` for what is not a sensible duration (None, NaN, infinite, negative, > 10 years)."""
     if seconds is None or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) \

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from support.cluster import TRAIN, labelled
-from support.common import BASE_IMAGE, REPO, TEST_IMAGE, TrainerProcs, docker_ok, free_ports, require
+from support.common import REPO, TEST_IMAGE, TrainerProcs, docker_ok, ensure_base_image, free_ports, require
 from support.sshd import write_inventory
 
 
@@ -54,9 +54,8 @@ def image_folder(tmp_path_factory) -> Path:
 def trainer_image() -> str:
     """The trainer image, built the way users build it (`make image`) from the offline base."""
     require(docker_ok(), "no Docker engine answers `docker info`")
-    base = subprocess.run(["docker", "image", "inspect", BASE_IMAGE], capture_output=True)
-    require(base.returncode == 0, f"base image {BASE_IMAGE} is missing (bash ../shared/ci/build-offline-base.sh)")
-    build = subprocess.run(["make", "image", f"BASE_IMAGE={BASE_IMAGE}", f"IMAGE={TEST_IMAGE}"], cwd=REPO,
+    base = ensure_base_image()          # tf-offline-base:cpu when here, else tensorflow/tensorflow:latest pulled
+    build = subprocess.run(["make", "image", f"BASE_IMAGE={base}", f"IMAGE={TEST_IMAGE}"], cwd=REPO,
                            capture_output=True, text=True, timeout=900)
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     return TEST_IMAGE
@@ -114,3 +113,15 @@ def cluster_env(sshd_farm, tmp_path, trainer_image):
         ids = labelled(name)
         if ids:
             subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def neighbour():
+    """A second local account, the neighbour on a shared box (tests/support/accounts.py): made for
+    the module, removed after it."""
+    from support import accounts
+    ok, why = accounts.available()
+    require(ok, why)
+    account = accounts.create(accounts.account_name())
+    yield account
+    accounts.remove(account.name)

@@ -14,12 +14,13 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Optional
 
-from trainer.config import AllreduceConfig
+from trainer.config import LINK_MBIT_S, AllreduceConfig
 
 WIRE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 SHARE = 0.10          # auto: the all-reduce may take this share of a step
 MAX_EVERY = 8         # auto never accumulates more steps than this (each update then sees 8 batches)
 MIN_UPDATES = 2       # … nor so many that an epoch has fewer updates than this
+STEP_MS = (1e-3, 1e9)  # a measured step outside this (1 µs to 11 days) is no measurement
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,23 @@ def choose(settings: AllreduceConfig, params: int, replicas: int, steps_per_epoc
     if settings.link_mbit_s is None or not step_ms:
         return Choice(dtype, every, True, "auto: no link_mbit_s (`up` measures it with 2+ hosts not yet "
                                           "running; elsewhere write it)")
-    return _fit_to_link(settings, params, replicas, steps_per_epoch, step_ms)
+    # validate bounds the settings; what reaches here from elsewhere is checked again, since a
+    # decision that raises would stop every worker at once.
+    if not (_within(settings.link_mbit_s, LINK_MBIT_S) and _within(step_ms, STEP_MS) and params >= 1):
+        return Choice(dtype, every, True, f"auto: no usable measurement (link {settings.link_mbit_s!r} Mbit/s, "
+                                          f"step {step_ms!r} ms, {params!r} gradients)")
+    return _fit_to_link(settings, params, replicas, max(1, steps_per_epoch), step_ms)
+
+
+def _within(value, bounds: tuple[float, float]) -> bool:
+    """A real number (not a bool, NaN or infinity) within `bounds`."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and bounds[0] <= value <= bounds[1]
+
+
+def _steps(cost_ms: float, budget_ms: float) -> int:
+    """The fewest steps over which `cost_ms` fits in `budget_ms` each (bounded: a ceiling of an
+    enormous ratio is capped anyway, and of infinity would raise)."""
+    return math.ceil(min(cost_ms / budget_ms, 1e9))
 
 
 def _fit_to_link(settings: AllreduceConfig, params: int, replicas: int, steps_per_epoch: int,
@@ -84,18 +101,22 @@ def _fit_to_link(settings: AllreduceConfig, params: int, replicas: int, steps_pe
         every = settings.every
         dtype = "float32" if cost["float32"] / every <= budget else "bfloat16"
     elif settings.dtype:                                # the user's dtype: pick every only
-        dtype, every = settings.dtype, math.ceil(cost[settings.dtype] / budget)
+        dtype, every = settings.dtype, _steps(cost[settings.dtype], budget)
     else:                                               # compress first: it leaves the updates alone
         dtype = next((d for d in ("float32", "bfloat16") if cost[d] <= budget), "bfloat16")
-        every = math.ceil(cost[dtype] / budget)
+        every = _steps(cost[dtype], budget)
     needed, every = every, min(max(every, 1), settings.every or max_every(steps_per_epoch))
     per_step = cost[dtype] / every
-    why = (f"auto: link {link:,.0f} Mbit/s, {params:,} gradients, step {step_ms:,.0f} ms: float32 all-reduce "
+    why = (f"auto: link {_rate(link)} Mbit/s, {params:,} gradients, step {step_ms:,.0f} ms: float32 all-reduce "
            f"≈ {cost['float32']:,.0f} ms ({cost['float32'] / step_ms:,.0%} of a step); {dtype} every {every} "
            f"≈ {per_step:,.1f} ms a step ({per_step / step_ms:,.0%})")
     if needed > every:
         why += f"; ≤ {SHARE:.0%} needs every {needed}, capped at {every}"
     return Choice(dtype, every, True, why, link, step_ms, per_step)
+
+
+def _rate(mbit_s: float) -> str:
+    return f"{mbit_s:,.0f}" if mbit_s >= 10 else f"{mbit_s:.2g}"
 
 
 def enable(model, trial, cfg, data, strategy, say) -> dict:

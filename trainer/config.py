@@ -22,6 +22,7 @@ CandidateName = Annotated[str, StringConstraints(pattern=CANDIDATE_PATTERN, max_
 # The registry's names (trainer/models.py checks it holds exactly these): known without TensorFlow,
 # so a misspelt candidate fails at `validate`, not after the cluster formed.
 BUILTIN_CANDIDATES = ("small_cnn", "deep_cnn", "vgg16", "resnet50")
+MAX_STEP = 1_000_000_000     # profile_steps: a training step number (a billion steps is years of training)
 
 
 class DatasetConfig(_Strict):
@@ -94,10 +95,17 @@ class Range(_Strict):
         return getattr(self, self.kind)
 
 
-Choice = Union[StrictIntT, StrictFloatT, Annotated[str, StringConstraints(max_length=200)]]
+# A value to choose from: a finite number (what a range allows), or a word. A trial is named by its
+# values and its files by its name, so a word holds only what a file name keeps as it is.
+MAGNITUDE = 1e15
+CHOICE_TEXT = r"^[A-Za-z0-9_.+-]{1,100}$"
+Choice = Union[Annotated[StrictIntT, Field(ge=-MAGNITUDE, le=MAGNITUDE)],
+               Annotated[StrictFloatT, Field(ge=-MAGNITUDE, le=MAGNITUDE)],
+               Annotated[str, StringConstraints(pattern=CHOICE_TEXT)]]
 # A value to search over: a list is a choice among its values; a mapping is a Range.
 Param = Union[Range, Annotated[List[Choice], Field(min_length=1, max_length=100)]]
-PARAM = "a list of values to choose from, or a range like {log_uniform: [1.0e-4, 1.0e-1]}"
+PARAM = ("a list of values to choose from (finite numbers within ±1e15, or words of letters, digits and _.+-), "
+         "or a range like {log_uniform: [1.0e-4, 1.0e-1]}")
 Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=64)]
 
 
@@ -124,7 +132,7 @@ class SearchConfig(_Strict):
     # Each candidate's own hyperparameters: a built-in's `width` or `dropout`, a builder's
     # keyword arguments; a list or a range each.
     hyperparameters: dict[CandidateName, dict[Identifier, Param]] = field(
-        {}, expected="a mapping of candidate → {argument: list or range}")
+        {}, expected="a mapping of candidate → {argument: " + PARAM + "}")
     # Stop a trial after this many epochs without a better val_accuracy (best weights kept).
     patience: Optional[StrictIntT] = field(None, expected="an integer ≥ 1", ge=1, le=100_000)
     # Stop trials that fall behind: asha (successive halving, asynchronous) or hyperband, judged
@@ -166,6 +174,12 @@ class SearchConfig(_Strict):
                 or self.max_epochs is not None)
 
 
+# What a link between two hosts can carry, Mbit/s: 10 kbit/s (a modem) to 1 Tbit/s (beyond any NIC).
+# Bounded because auto divides by it: 1e-320 Mbit/s makes an all-reduce of infinite milliseconds.
+LINK_MBIT_S = (0.01, 1_000_000.0)
+LINK_EXPECTED = "a number of Mbit/s from 0.01 to 1,000,000"
+
+
 class AllreduceConfig(_Strict):
     # The number format the gradients cross the network in (cast before the all-reduce, back to
     # float32 after): bfloat16 and float16 halve the bytes; float16 is scaled so small gradients survive.
@@ -176,8 +190,8 @@ class AllreduceConfig(_Strict):
     # Pick dtype and every (those not written here) from the measured link: all-reduce ≤ 10 % of a step.
     auto: bool = field(False, expected="true or false", strict=True)
     # The slowest host-to-host link, Mbit/s: written by `up` from preflight's links check (auto's input).
-    link_mbit_s: Optional[Annotated[float, Field(gt=0, le=10_000_000)]] = field(
-        None, expected="a number of Mbit/s > 0")
+    link_mbit_s: Optional[Annotated[StrictFloatT, Field(ge=LINK_MBIT_S[0], le=LINK_MBIT_S[1])]] = field(
+        None, expected=LINK_EXPECTED)
 
 
 class TrainConfig(_Strict):
@@ -215,7 +229,7 @@ class TrainConfig(_Strict):
     # worker, into <results_dir>/profile/<task>/ (open with TensorBoard's profile plugin, or
     # bench/lockstep.py): where a step's time goes, and what lockstep adds to it.
     profile_steps: Optional[tuple[StrictIntT, StrictIntT]] = field(
-        None, expected="two step numbers [first, last) with 0 ≤ first < last")
+        None, expected=f"two step numbers [first, last) with 0 ≤ first < last ≤ {MAX_STEP:,}")
     # The loss and accuracy handed to callbacks after each training step: local (each worker's own
     # running means; read across the workers once at the end of every epoch and evaluation, which
     # is what is logged) or all_workers (tf_keras's own way: read across the workers after every
@@ -227,13 +241,13 @@ class TrainConfig(_Strict):
     # Collective implementation: auto = NCCL when GPUs are present, RING otherwise.
     communication: Literal["auto", "ring", "nccl"] = field("auto", expected="'auto', 'ring' or 'nccl'")
     # Seconds to wait for every peer to join before naming the missing ones and exiting.
-    join_timeout_s: StrictFloatT = field(300.0, expected="a number of seconds > 0 and ≤ 86400", gt=0, le=86400)
+    join_timeout_s: StrictFloatT = field(300.0, expected="a number of seconds 1–86400", ge=1, le=86400)
 
     @field_validator("profile_steps")
     @classmethod
     def _steps_in_order(cls, steps):
-        if steps is not None and not 0 <= steps[0] < steps[1]:
-            raise ValueError("two step numbers [first, last) with 0 ≤ first < last")
+        if steps is not None and not 0 <= steps[0] < steps[1] <= MAX_STEP:
+            raise ValueError(f"two step numbers [first, last) with 0 ≤ first < last ≤ {MAX_STEP:,}")
         return steps
 
     @field_validator("allreduce", mode="before")

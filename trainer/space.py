@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from trainer.config import BUILTIN_CANDIDATES, Range, TrainConfig
+from trainer.results import safe_name
 from trainer.validation import Problem
 
 # The keyword arguments each built-in builder takes (trainer/models.py; a test keeps them equal).
@@ -183,7 +184,7 @@ def problems(cfg: TrainConfig) -> list[Problem]:
     elif search.pruner != "none" and not rungs(cfg):
         bad(("min_epochs",), f"Received {search.min_epochs} with {max_epochs(cfg)} epochs: no rung before the last "
             f"epoch, so {search.pruner} would never stop a trial", "min_epochs < the epochs a trial trains")
-    found += _hyperparameter_problems(cfg) + _value_problems(cfg)
+    found += _hyperparameter_problems(cfg) + _value_problems(cfg) + _name_problems(cfg)
     return found
 
 
@@ -237,3 +238,54 @@ def _hyperparameter_problems(cfg: TrainConfig) -> list[Problem]:
             found += [Problem((*where, name), f"Received {name!r}", f"an argument {candidate} takes: " + ", ".join(accepted))
                       for name in values if name not in accepted]
     return found
+
+
+# --- names: one trial, one name, one file ------------------------------------------------------
+# A trial is named by its candidate and values (grid_name), and its history file, backups and
+# TensorBoard run by that name made safe for a file system (results.safe_name), compared without
+# case: a run collected onto macOS or Windows lands on a file system that ignores it. Two trials
+# with one name would write one history file and one TensorBoard run, and the leaderboard could not
+# tell them apart; so a duplicate is refused where it is written, rather than renamed: a grid trains
+# each combination once, and a value written twice (or two that print alike) is a slip to fix.
+SAME_FILE = "names that stay apart as file names (letters, digits and ._@=,- are kept, the rest become _; case is ignored)"
+
+
+def file_key(name: str) -> str:
+    """What a name becomes as a file name, on a file system that ignores case too."""
+    return safe_name(name).lower()
+
+
+def _name_problems(cfg: TrainConfig) -> list[Problem]:
+    """Candidates whose files would be one, and values of one list that would name one trial."""
+    found, seen = [], {}
+    for name in cfg.candidates:
+        other = seen.setdefault(file_key(name), name)
+        if other != name:
+            files = sorted({f"history/{safe_name(n)}.csv" for n in (other, name)})
+            found.append(Problem(("candidates",), f"Received {other!r} and {name!r}, which name one file "
+                                 f"({' and '.join(files)}{' where case is ignored' if len(files) > 1 else ''})",
+                                 SAME_FILE))
+    checked = set()
+    for candidate in cfg.candidates:
+        for dim in dimensions(cfg, candidate):
+            shared = dim.name in ("learning_rate", "batch_per_replica")
+            key = ("learning_rates" if dim.name == "learning_rate" and cfg.search.learning_rates else dim.name,) \
+                if shared else ("hyperparameters", candidate, dim.name)
+            if isinstance(dim.spec, list) and key not in checked:
+                checked.add(key)
+                found += _twice(key, dim)
+    return found
+
+
+def _twice(key: tuple, dim: Dimension) -> list[Problem]:
+    """The first two values of a list that name one trial (the same value twice, or two that print alike)."""
+    form = (lambda v: f"{v:g}") if dim.name == "learning_rate" else _short
+    seen: dict[str, int] = {}
+    for i, value in enumerate(dim.spec):
+        shown = form(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+        first = dim.spec[seen.setdefault(file_key(shown), i)]
+        if seen[file_key(shown)] != i:
+            what = f"{value!r} twice" if first == value and type(first) is type(value) else \
+                f"{first!r} and {value!r}, which name one trial's files ({dim.name}={shown})"
+            return [Problem(("search", *key), f"Received {what}", "each value once: a trial is named by its values")]
+    return []

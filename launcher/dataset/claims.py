@@ -22,6 +22,7 @@ from typing import Optional
 
 from launcher.dataset.digest import MARKER
 from launcher.files import state_root, write_atomic
+from launcher.text import one_line
 from launcher.inventory.model import Host
 
 FRESH, OURS = "fresh", "ours"
@@ -72,7 +73,8 @@ class Claims:
 def parse_look(text: str) -> dict:
     """`docker_commands.dataset_look`'s answer: kind, and for a marked folder its marker and inode."""
     facts = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
-    return {"kind": facts.get("kind", ""), "marker": facts.get("marker", ""), "inode": facts.get("inode", "")}
+    return {"kind": facts.get("kind", ""), "marker": facts.get("marker", ""), "inode": facts.get("inode", ""),
+            "why": facts.get("why", "")}
 
 
 def ownership(cluster: str, host: Host, look: dict, recorded: frozenset) -> tuple[str, str]:
@@ -80,6 +82,9 @@ def ownership(cluster: str, host: Host, look: dict, recorded: frozenset) -> tupl
     kind, where = look["kind"], f"data_dir {host.data_dir}"
     if kind in ("absent", "empty"):
         return FRESH, ""
+    if kind == "unreadable":
+        return "foreign", (f"{where}: its {MARKER} could not be read ({one_line(look.get('why') or 'no reason given', 120)}); "
+                           "run `up` again once it can")
     if kind == "symlink":
         return "foreign", f"{where} is a symbolic link: tfcompose fills only a folder of its own, not what a link points to"
     if kind != "marked":

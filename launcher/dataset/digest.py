@@ -2,6 +2,12 @@
 not a plain file or folder. A per-file cache keyed by size and modification time means an
 unchanged 100k-file dataset is not read again on every `up`.
 
+A cache entry is used only when it is one this code wrote, for the file as it is now: its key
+(size, mtime, inode, ctime) matches, its digest is a SHA-256, and its check (a hash over the name,
+the key and the digest) agrees, so an entry edited, cut or written by another version is a miss and
+the file is hashed again (a wrong digest once failed every later `up` as "changed" on every host,
+never naming the cache).
+
 Standard library only, no imports from tfcompose: this file is also sent, as it is, to every
 host and run there by python3 (the host's, or the trainer image's), so the launcher and the hosts
 compute the manifest with the same code. Owner of the manifest format.
@@ -58,13 +64,27 @@ def _add(doc, fresh, cache, path, rel, follow):
     # The inode and ctime too: a file replaced by a rename (as the sync does) is a new inode, even
     # when its size and mtime happen to equal the old one's.
     key = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
-    known = cache.get(rel)
-    digest = known[4] if isinstance(known, list) and known[:4] == key and len(known) == 5 else _hash(path)
+    digest = _cached(cache.get(rel), rel, key) or _hash(path)
     if digest is None:
         doc["unreadable"].append(rel)
         return
-    fresh[rel] = key + [digest]
+    fresh[rel] = key + [digest, _check(rel, key, digest)]
     doc["files"][rel] = [st.st_size, digest]
+
+
+def _check(rel, key, digest):
+    """What ties a cache entry to its name, key and digest: an entry edited by hand fails it."""
+    text = json.dumps([rel, key, digest], separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+def _cached(entry, rel, key):
+    """The digest a cache entry gives for the file with this key; None (a miss) for any entry
+    that is not exactly one this code wrote for the file as it is."""
+    if not (isinstance(entry, list) and len(entry) == 6 and entry[:4] == key and isinstance(entry[4], str)
+            and len(entry[4]) == 64 and all(c in "0123456789abcdef" for c in entry[4])):
+        return None
+    return entry[4] if entry[5] == _check(rel, key, entry[4]) else None
 
 
 def _hash(path):

@@ -125,8 +125,9 @@ class Defaults(_Strict):
     shm_size: str = field("2g", expected=SHM, pattern=r"^(?:[0-9]{1,6}[bkmg]?|host)$")
     # Times Docker restarts a failed container (restart: on-failure:N).
     restart_retries: StrictIntT = field(2, expected="an integer 0–10", ge=0, le=10)
-    # Where a host keeps its leases (which cluster holds which GPUs and ports): a folder every
-    # user of the host can write (made with mode 1777 when absent), the same for everyone.
+    # Where a host keeps its leases (which cluster holds which GPUs and ports): the same folder for
+    # everyone, root's and 1777 on a box several accounts use (made when absent: 1777 by root,
+    # else the user's alone); one another account could empty is refused.
     lease_dir: WorkDir = field("/var/tmp/tfcompose-leases", expected=LEASE_DIR)
 
 

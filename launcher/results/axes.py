@@ -46,10 +46,11 @@ def epoch_axis(ax, last_epoch: int) -> None:
     ax.set_xlabel("epoch")
 
 
-def plain(text: str) -> str:
-    """Text from a results file as matplotlib must show it: literally (a `$` would start mathtext,
-    and a stray one would stop the drawing)."""
-    return str(text).replace("$", r"\$")
+def plain(text: str, limit: int = 120) -> str:
+    """Text from a results file as matplotlib must show it: each of its lines printable and bounded
+    (text.label), literally (a `$` would start mathtext, and a stray one would stop the drawing)."""
+    from launcher.text import label
+    return "\n".join(label(line, limit) for line in str(text).split("\n"))
 
 
 def left_out(records: list[dict], why: str) -> str:
@@ -63,4 +64,4 @@ def left_out(records: list[dict], why: str) -> str:
             str(record["candidate"]) + (f" → {onward}" if onward else ""))
     parts = [f"{len(names)} {state}: " + ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
              for state, names in by_state.items()]
-    return textwrap.fill(plain(f"not drawn, {why}: " + "; ".join(parts)), width=120) if parts else ""
+    return plain(textwrap.fill(f"not drawn, {why}: " + "; ".join(parts), width=120)) if parts else ""

@@ -10,6 +10,7 @@ from typing import Optional
 
 from launcher.files import atomic_writer
 from launcher.results import outcome
+
 from trainer import results
 from trainer.errors import BadInput
 

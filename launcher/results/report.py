@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from launcher.files import atomic_writer, write_atomic  # noqa: E402
 from launcher.results import axes, values  # noqa: E402
+from launcher.text import one_line  # noqa: E402
 from trainer import results  # noqa: E402  (the results.json owner)
 from trainer.results import load as load_results  # noqa: E402
 
@@ -158,7 +159,7 @@ def _save(fig, path: Path, layout: bool = True) -> Path:
 def markdown(doc: dict, rows: list[dict], pictures: list[Path]) -> str:
     best = rows[0]
     lines = ["# tfcompose report", "",
-             f"Best: **{best['candidate']}** with validation accuracy **{best['val_accuracy']:.4f}** "
+             f"Best: **{_cell(best['candidate'])}** with validation accuracy **{best['val_accuracy']:.4f}** "
              f"(loss {best['val_loss']:.4f}).", "",
              f"Mode {doc.get('mode', 'sync')}, {doc.get('workers', 1)} worker(s), {doc.get('replicas', 1)} replica(s), "
              f"restarts {doc.get('restarts', 0)}, {doc.get('images', {}).get('train', '?')} training and "
@@ -169,15 +170,20 @@ def markdown(doc: dict, rows: list[dict], pictures: list[Path]) -> str:
     for i, (r, searched) in enumerate(zip(rows, values.texts(rows)), start=1):
         epochs = f"{r.get('resumed_from_epoch', 0) + r.get('epochs_run', r['epochs'])}/{r['epochs']}"
         state = f" ({state_text(r)})" if r.get("state") not in (None, "complete") else ""
-        lines.append(f"| {i} | {r['candidate']}{state} | {searched} | {r['val_accuracy']:.4f} | {r['val_loss']:.4f} | "
+        lines.append(f"| {i} | {_cell(str(r['candidate']) + state)} | {_cell(searched)} | {r['val_accuracy']:.4f} | {r['val_loss']:.4f} | "
                      f"{r['train_seconds']:.1f} | {r['images_per_second']:.0f} | {r['params']:,} | {epochs} | "
-                     f"{r.get('host', '')} |")
+                     f"{_cell(r.get('host', ''))} |")
     lines.append("")
     if "search" in doc:
         from launcher.results import search_report
         lines += search_report.markdown(doc)
     lines += [f"![{p.stem}]({p.name})" for p in pictures]
     return "\n".join(lines) + "\n"
+
+
+def _cell(text) -> str:
+    """A name in report.md: printable, one line, and no `|` to break the table."""
+    return one_line(str(text), 200).replace("|", "/")
 
 
 def state_text(record: dict) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from launcher.text import label, one_line
+
 STATE_STYLE = {"complete": ("-", 1.6, 1.0), "pruned": ("-", 1.0, 0.55), "retried": (":", 1.0, 0.5),
                "failed": (":", 1.0, 0.5), "running": ("--", 1.0, 0.5), "waiting": ("--", 1.0, 0.5)}
 
@@ -125,7 +127,7 @@ def _panel(ax, name: str, records: list[dict], colours: dict, bottom: float) -> 
     positive = axes.finite(xs) if numeric else []
     if positive and min(positive) > 0 and max(positive) / min(positive) >= 10:
         ax.set_xscale("log")
-    ax.set_title(name, fontsize=9)
+    ax.set_title(label(name, 40), fontsize=9)
     ax.set_ylabel("val_accuracy")
 
 
@@ -138,12 +140,13 @@ def states(doc: dict) -> dict[str, int]:
 
 def markdown(doc: dict) -> list[str]:
     """The report's paragraph on the search: sampler, pruner, what became of the trials, lost hosts."""
-    search = doc["search"]
+    search = {k: (one_line(v, 100) if isinstance(v, str) else v) for k, v in doc["search"].items()}
     lines = ["## Search", "",
              f"Sampler {search.get('sampler')}, {search.get('trials')} trial(s); pruner {search.get('pruner')}"
              + (f" (judged at epochs {', '.join(map(str, search.get('rungs', [])))}, the top "
                 f"1/{search.get('reduction_factor')} going on)" if search.get("pruner") != "none" else "")
              + ". Trials: " + ", ".join(f"{n} {s}" for s, n in states(doc).items()) + "."]
     for host, retries in (search.get("lost") or {}).items():
-        lines.append(f"Host {host} was lost; its trial was retried on another host as {', '.join(retries)}.")
+        lines.append(f"Host {one_line(host, 64)} was lost; its trial was retried on another host as "
+                     f"{', '.join(one_line(r, 200) for r in retries)}.")
     return lines + [""]

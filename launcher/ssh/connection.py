@@ -50,6 +50,7 @@ SEND_SLICE = 1 << 16        # bytes handed to paramiko at a time (it sends at mo
 CANCEL_GRACE_S = 2.0        # a command already sent when its work is called off may end by itself
 MAX_ANSWER = 16 << 20       # what `run` reads of a command's output before calling it not an answer
 STDERR_KEPT = 64 << 10      # the end of a command's stderr is kept, for the message
+EOF_AFTER_EXIT_S = 5.0      # after the exit status, how long the rest of the output (then EOF) may take
 # Paramiko logs a failed handshake's traceback from its own thread; with no handler Python would
 # print it on stderr. Failures reach the user as our one-line errors instead.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
@@ -127,6 +128,11 @@ class Connection:
     # --- lifecycle ----------------------------------------------------------------------------
     def __enter__(self) -> "Connection":
         return self
+
+    @property
+    def connected(self) -> bool:
+        """Whether the SSH session is open already (a stage that would say "connect" need not)."""
+        return self._client is not None
 
     def __exit__(self, *exc) -> None:
         self.close()
@@ -383,10 +389,11 @@ class Connection:
         once the work is called off and the command has not ended within `grace` seconds."""
         last = time.monotonic()
         called_off: Optional[float] = None
+        exited: Optional[float] = None
         while True:
             if stop is not None and stop.is_set():
                 return 0
-            if self.cancel.is_set():
+            if self.cancel.is_set() and exited is None:      # (a command that has ended is read to its end)
                 called_off = called_off or time.monotonic()
                 if time.monotonic() - called_off >= grace:
                     channel.close()
@@ -401,7 +408,12 @@ class Connection:
                 moved = True
             if not moved and channel.exit_status_ready() and not channel.recv_ready() \
                     and not channel.recv_stderr_ready():
-                return channel.recv_exit_status()
+                # sshd sends the exit status when it reaps the command, which may be before it has
+                # sent the last of what the command wrote (seen under load: a probe's answer cut
+                # after its first lines read as "workdir … is not writable"): whole once EOF came.
+                exited = exited or time.monotonic()
+                if channel.eof_received or channel.closed or time.monotonic() - exited > EOF_AFTER_EXIT_S:
+                    return channel.recv_exit_status()
             now = time.monotonic()
             last = now if moved else last
             if (deadline is not None and now > deadline) or (idle_timeout is not None and now - last > idle_timeout):

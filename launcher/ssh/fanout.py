@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Generic, Iterable, Optional, TypeVar
 
+from launcher import interrupts
 from launcher.errors import GroupError
 
 if TYPE_CHECKING:
@@ -80,9 +82,25 @@ def _call_off(pool: ThreadPoolExecutor, prefix: str, cancel: Optional[threading.
         pool.shutdown(wait=False, cancel_futures=True)
         if cancel is not None:
             cancel.set()
-        for thread in threading.enumerate():
-            if thread.name.startswith(prefix):
-                thread.join()
+        # Ctrl-C pressed again meanwhile is held: the work is being called off (bounded by the
+        # connections' CANCEL_GRACE_S) and the interrupt already being handled stops the command;
+        # leaving now would let the clean-up race it. (Held, not caught: a Thread.join that a
+        # KeyboardInterrupt cuts takes the still running thread for ended, CPython's bpo-45274.)
+        with interrupts.held():
+            for thread in threading.enumerate():
+                if thread.name.startswith(prefix):
+                    _join(thread)
     finally:
         if cancel is not None:
             cancel.clear()      # the clean-up after the interrupt uses the same connections
+
+
+def _join(thread: threading.Thread) -> None:
+    """Wait for a pool thread to end; one still starting (the interrupt landed inside its
+    `start()`, so it cannot be joined yet) is waited for until it has started."""
+    while True:
+        try:
+            thread.join()
+            return
+        except RuntimeError:            # "cannot join thread before it is started"
+            time.sleep(0.005)

@@ -2,7 +2,8 @@
 
 Three kinds of small JSON file, each written whole under a temporary name and renamed (by
 leases_host.sh), each readable by every user of the host (0644) in a folder every user can write
-(mode 1777, sticky: nobody can remove or replace another user's file):
+(root's, mode 1777, sticky: nobody can remove or replace another user's file; leases_host.sh refuses
+a folder anyone but root and the user could empty):
 
     <cluster>.<host>.<uid>.lease    a cluster holds GPUs and ports on this host
     <key>.<host>.ticket             an `up --queue` waits for them (key: when it asked, then a nonce)
@@ -304,6 +305,8 @@ class Folder:
     uid: int = -1                  # the SSH user on that host
     user: str = ""
     now: int = 0                   # the host's clock
+    clock_ms: int = 0              # the host's clock in ms (now × 1000 where `date` has no %N)
+    crowded: list = field(default_factory=list)     # (kind, how many, whose most, how many of theirs)
     lines: list = field(default_factory=list)      # the entry lines as listed: what `fingerprint` covers
     leases: list = field(default_factory=list)
     tickets: list = field(default_factory=list)
@@ -329,6 +332,11 @@ def parse_look(text: str) -> Folder:
             _user(folder, rest)
         elif word == "now" and rest.isdigit() and len(rest) < 13:
             folder.now = int(rest)
+            folder.clock_ms = folder.clock_ms or folder.now * 1000
+        elif word == "clock" and rest.isdigit() and len(rest) == 13:
+            folder.clock_ms = int(rest)
+        elif word == "crowded":
+            _crowded(folder, rest)
         elif word == "session":
             sid, _, state = rest.partition(" ")
             if HEX16_RE.match(sid) and state in ("alive", "dead"):
@@ -344,6 +352,15 @@ def fingerprint(folder: Folder, skip: set[str]) -> str:
     computes it: `change` applies nothing unless the host's files still give the same."""
     kept = [line for line in folder.lines if line.split(" ")[1:2] != [] and line.split(" ")[1] not in skip]
     return hashlib.sha256("".join(line + "\n" for line in kept).encode()).hexdigest()
+
+
+def _crowded(folder: Folder, rest: str) -> None:
+    """`crowded KIND COUNT [OWNER_COUNT OWNER]`: more files than `look` lists; it listed none."""
+    parts = rest.split()
+    if len(parts) >= 2 and parts[0] in ("lease", "session") and parts[1].isdigit():
+        top = parts[2] if len(parts) > 2 and parts[2].isdigit() else "0"
+        owner = parts[3] if len(parts) > 3 and USER_RE.match(parts[3]) else "?"
+        folder.crowded.append((parts[0], int(parts[1][:9]), owner, int(top[:9])))
 
 
 def _user(folder: Folder, rest: str) -> None:

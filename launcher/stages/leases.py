@@ -3,10 +3,12 @@ people sharing boxes never start on the same GPUs or ports; `up --queue` waits i
 
 Where: one folder per host that every user of the box sees, whatever their account or workdir:
 `lease_dir` (default /var/tmp/tfcompose-leases: /var/tmp is on every Linux, shared by all users
-and kept across reboots, where /tmp may be private or emptied). The first `up` on a box makes it
-with mode 1777, as /tmp is: everyone writes there, and the sticky bit lets nobody remove or
-replace another's file. A folder that cannot be made or written refuses the host, naming the
-folder and `lease_dir`: going on without a lease would break the promise to the others.
+and kept across reboots, where /tmp may be private or emptied). On a box several accounts use it
+is root's with mode 1777, as /tmp is: everyone writes there, and the sticky bit lets nobody remove
+or replace another's file (the first `up` makes it so when it runs as root, else makes it the
+user's alone). The host checks that nobody but root and the user can remove or rename what is in
+the folder or above it, and refuses it otherwise, naming the fix; a folder that cannot be made or
+written is refused too: going on without a lease would break the promise to the others.
 
 What: one small JSON file per host and cluster (lease_files.py), written beside and renamed. The
 launcher decides (lease_rules.py, pure); the host only reads, locks and writes (leases_host.sh):
@@ -49,7 +51,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator, Optional
 
-from launcher import docker_commands as dc
+from launcher import docker_commands as dc, interrupts
 from launcher.errors import RemoteError, TfcError, summary
 from launcher.inventory.model import Host
 from launcher.plan import Plan
@@ -61,6 +63,7 @@ HOST_SCRIPT = Path(__file__).with_name("leases_host.sh")
 POLL_S = 2.0          # between two looks of a queued `up`
 ATTEMPTS = 5          # a plain `up` whose hosts keep changing under it gives up after this many
 LOOK_LIMIT = 8 << 20  # 512 files of 8 KB in base64 (5.5 MB), and the sessions
+MAX_FILES = 512       # leases_host.sh's: more leases (or sessions) than this and `look` lists none
 CHANGED = 4           # leases_host.sh's status when the files changed since `look`
 
 
@@ -92,9 +95,14 @@ def launcher_name() -> str:
     return re.sub(r"[^A-Za-z0-9_.@:-]", "-", f"{getpass.getuser()}@{socket.gethostname()}")[:120]
 
 
-def new_key() -> str:
-    """A place in the queue: this machine's clock in ms, then a nonce; the same on every host."""
-    return f"{int(time.time() * 1000):013d}-{secrets.token_hex(4)}"
+def queue_key(folders) -> str:
+    """A place in the queue, the same on every host: the latest of the hosts' clocks (ms) when they
+    were first looked at, then a nonce. The hosts' clocks, not this machine's: a launcher whose
+    clock is an hour slow must not come before those who asked earlier. The latest, so that one
+    host's slow clock cannot put a cluster first either (only all of its hosts' could)."""
+    clocks = [f.clock_ms for f in folders if 0 < f.clock_ms < 10 ** 13]
+    ms = max(clocks) if clocks else int(time.time() * 1000)      # no host told its time: this machine's
+    return f"{ms:013d}-{secrets.token_hex(4)}"
 
 
 # --- one host --------------------------------------------------------------------------------------
@@ -162,13 +170,39 @@ class Held:
         yield
 
 
-def assess(group: Group, plan: Plan, sessions: dict, key: str, launcher: str, break_stale: bool) -> dict[str, Round]:
-    def one(host: Host, conn) -> Round:
-        folder, containers = look(host, conn)
+def assess(group: Group, plan: Plan, sessions: dict, key: Optional[str], launcher: str,
+           break_stale: bool) -> tuple[str, dict[str, Round]]:
+    """Every host looked at, then decided (pure); the queue key made from the first look."""
+    seen = group.run("lease", look).raise_if_failed().succeeded
+    refuse_crowded(group, seen)
+    key = key or queue_key(folder for folder, _ in seen.values())
+    rounds = {}
+    for host in group.cluster.hosts:
+        folder, containers = seen[host.name]
         taker = rules.Taker(folder.uid, folder.user, launcher, sessions[host.name], key)
-        return Round(folder, taker, rules.decide(needs(plan, host), taker, folder, containers, break_stale,
-                                                 secrets.token_hex(8)))
-    return group.run("lease", one).raise_if_failed().succeeded
+        rounds[host.name] = Round(folder, taker, rules.decide(needs(plan, host), taker, folder, containers, break_stale,
+                                                              secrets.token_hex(8)))
+    return key, rounds
+
+
+class FolderCrowded(TfcError):
+    """A lease folder holds more files than `look` lists: none was listed, so the host is refused."""
+
+
+def crowded_lines(host: Host, folder: Folder) -> list[str]:
+    lines = []
+    for kind, count, owner, theirs in folder.crowded:
+        whose = f": {theirs:,} of them belong to {owner}" if owner != "?" and theirs else ""
+        lines.append(f"{host.name}: the lease folder {host.lease_dir} holds {count:,} {kind} files, more than the "
+                     f"{MAX_FILES:,} tfcompose reads (one left out could be a lease in the way){whose}; only their "
+                     "owners or root can remove them, or set lease_dir")
+    return lines
+
+
+def refuse_crowded(group: Group, seen: dict[str, tuple[Folder, Optional[dict]]]) -> None:
+    lines = [line for host in group.cluster.hosts for line in crowded_lines(host, seen[host.name][0])]
+    if lines:
+        raise FolderCrowded("leases refused; nothing was started:\n  " + "\n  ".join(lines))
 
 
 def commit(group: Group, rounds: dict[str, Round]) -> bool:
@@ -183,7 +217,8 @@ def commit(group: Group, rounds: dict[str, Round]) -> bool:
     result = group.run("lease", one)
     if result.ok and all(result.succeeded.values()):
         return True
-    give_back(group, Held(rounds), [h for h in group.cluster.hosts if result.succeeded.get(h.name)])
+    if give_back(group, Held(rounds), [h for h in group.cluster.hosts if result.succeeded.get(h.name)]):
+        raise KeyboardInterrupt         # pressed while what was written was written back
     result.raise_if_failed()
     return False
 
@@ -192,16 +227,18 @@ def take(group: Group, plan: Plan, queue: bool = False, break_stale: bool = Fals
     """Every host's lease, or LeasesRefused naming who holds what (with `queue`: wait for them, in
     the order the waiters asked). Nothing is left behind on an error or Ctrl-C: no ticket, no lease."""
     sessions = group.run("lease", lambda h, c: open_session(h, c, group.reporter)).raise_if_failed().succeeded
-    key, launcher, tickets = new_key(), launcher_name(), {}
+    key, launcher, tickets = None, launcher_name(), {}
     warned: set = set()
+    got: Optional[Held] = None
     try:
         for attempt in itertools.count(1):
-            rounds = assess(group, plan, sessions, key, launcher, break_stale)
+            key, rounds = assess(group, plan, sessions, key, launcher, break_stale)
             _warn_unreadable(group, rounds, warned)
             blocked = {h: r.decision.blockers for h, r in rounds.items() if r.decision.blockers}
             if not blocked:
                 if commit(group, rounds):
-                    return Held(rounds)
+                    got = Held(rounds)
+                    return got
                 if not queue and attempt >= ATTEMPTS:
                     raise TfcError("leases: the lease folders kept changing under this `up` (other tfcompose "
                                    "runs taking and giving back); nothing was started: try again, or use `--queue`")
@@ -209,12 +246,27 @@ def take(group: Group, plan: Plan, queue: bool = False, break_stale: bool = Fals
                 continue
             if not queue:
                 raise LeasesRefused(blocked, {h: r.folder.now for h, r in rounds.items()}, len(rounds))
-            tickets = tickets or write_tickets(group, plan, rounds, key, launcher)
+            if not tickets:
+                # Named before they are written: an interrupt while they are written leaves none.
+                tickets = {h.name: files.ticket_file(key, h.name) for h in group.cluster.hosts}
+                write_tickets(group, plan, rounds, key, launcher)
             _report_waiting(group, blocked)
             time.sleep(poll_s)
     finally:
         if tickets:
-            remove_tickets(group, tickets)
+            _clear_queue(group, tickets, got)
+
+
+def _clear_queue(group: Group, tickets: dict[str, str], got: Optional[Held]) -> None:
+    """This `up`'s tickets removed, however many times Ctrl-C is pressed meanwhile. Pressed after
+    the leases were taken (`got`), they are given back and the interrupt raised; otherwise what is
+    under way already (an interrupt, a refusal) goes on as it is."""
+    with interrupts.held() as pressed:
+        remove_tickets(group, tickets)
+        if pressed and got is not None:
+            give_back(group, got)
+    if pressed and got is not None:
+        raise KeyboardInterrupt
 
 
 def write_tickets(group: Group, plan: Plan, rounds: dict[str, Round], key: str, launcher: str) -> dict[str, str]:
@@ -264,16 +316,20 @@ def name_run(group: Group, held: Held, run_id: str) -> None:
     group.run("lease", one).raise_if_failed()
 
 
-def give_back(group: Group, held: Held, hosts=None) -> None:
+def give_back(group: Group, held: Held, hosts=None) -> bool:
     """Write back what the leases were before this `up` (its own cluster's previous lease, or
-    none): best effort, a host that cannot be reached is warned about."""
+    none): best effort, a host that cannot be reached is warned about. Ctrl-C meanwhile is held
+    (interrupts.py): cut short, it would leave a lease nobody holds in the others' way. Returns
+    whether Ctrl-C was pressed meanwhile."""
     def one(host: Host, conn) -> None:
         d = held.rounds[host.name].decision
         undo = [("write", d.previous.file, d.previous.text)] if d.previous else [("remove", d.lease.file, "")]
         change(host, conn, undo)
-    result = group.run("lease", one, hosts)
+    with interrupts.held() as pressed:
+        result = group.run("lease", one, hosts)
     for host, exc in result.failed.items():
         group.reporter.warn(host, f"could not give its lease back ({summary(exc)}); `tfcompose down` does")
+    return bool(pressed)
 
 
 @contextmanager
@@ -323,7 +379,8 @@ class HostLeases:
 def host_leases(host: Host, conn, cluster: str) -> HostLeases:
     """Every lease in the host's folder (own and others'), live or stale, newest last."""
     folder, containers = look(host, conn)
-    found = HostLeases(notes=[f"ignored {u.file} (owner {u.owner}): {u.why}" for u in folder.unreadable])
+    found = HostLeases(notes=[f"ignored {u.file} (owner {u.owner}): {u.why}" for u in folder.unreadable]
+                       + [line.split(": ", 1)[1] for line in crowded_lines(host, folder)])
     found.waiting = [f"{t.owner}'s cluster {t.cluster} (from {t.launcher}, asked at {rules.when_text(t.since)})"
                      for t in sorted(folder.tickets, key=lambda t: t.key) if folder.alive(t.session)]
     broken = {stone.lease: stone for stone in folder.tombstones}

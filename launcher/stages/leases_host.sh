@@ -2,12 +2,16 @@
 # (leases.py sends this text as `sh -c <this> sh <what> <folder> <args>`; every value is an
 # argument, never spliced in). The launcher decides; this script only reads, locks and writes.
 #
-#   session DIR SID       make DIR if it is absent (mode 1777: every user of the host writes
-#                         there, nobody removes another's file), then hold SID's session: print
-#                         `held` and keep its lock until stdin ends, which is when the launcher's
-#                         SSH connection ends, however the launcher ended (the file goes with it)
+#   session DIR SID       make DIR if it is absent (by root: mode 1777, every user of the host
+#                         writes there and nobody removes another's file; by another user: theirs
+#                         alone, 0755), check that nobody but root and this user can remove or
+#                         rename what is in it or above it, then hold SID's session: print `held`
+#                         and keep its lock until stdin ends, which is when the launcher's SSH
+#                         connection ends, however the launcher ended (the file goes with it)
 #   look DIR              this user, the host's clock, every lease, ticket and tombstone (name,
-#                         owner, first 8 KB in base64) and every session, alive or dead
+#                         owner, first 8 KB in base64) and every session, alive or dead; or, past
+#                         MAX_FILES of either, `crowded` and how many (never a part that could
+#                         hide a lease)
 #   change DIR PRINT NAME...  under DIR's lock: unless the listed files but NAME... still have the
 #                         fingerprint PRINT (SHA-256 of `look`'s entry lines; - for any), exit 4 and
 #                         change nothing; else apply stdin's lines, each `write NAME BASE64`
@@ -26,6 +30,7 @@ shift 2
 LOCK_WAIT_S=30
 MAX_FILES=512
 HINT="every user of this host must be able to write there (its owner can run \`chmod 1777\` on it), or set lease_dir in the inventory"
+SHARED="ask root to make it root's: sudo chown root:root $dir && sudo chmod 1777 $dir (or set lease_dir to a folder of your own: then only your runs see each other)"
 
 fail() {
   echo "$1" >&2
@@ -35,21 +40,62 @@ fail() {
 usable() {  # the folder is a real folder (not a link) this user can write in
   [ -L "$dir" ] && fail "the lease folder $dir is a symbolic link (set lease_dir to the folder itself)"
   if [ ! -e "$dir" ]; then
-    why=$(mkdir -p -m 1777 -- "$dir" 2>&1) || [ -d "$dir" ] || fail "cannot make the lease folder $dir: $why; $HINT"
+    why=$(made 2>&1) || [ -d "$dir" ] || fail "cannot make the lease folder $dir: $why; $HINT"
   fi
   [ -d "$dir" ] || fail "the lease folder $dir is not a folder; $HINT"
+  secure
   [ -w "$dir" ] && [ -x "$dir" ] \
     || fail "cannot write in the lease folder $dir (owner $(stat -c %U -- "$dir"), mode $(stat -c %a -- "$dir")); $HINT"
   command -v flock >/dev/null 2>&1 || fail "flock (util-linux) is missing on this host"
 }
 
-entries() (  # every lease, ticket and tombstone, one line each, in name order
+made() {  # a new lease folder: everyone's (1777) when root makes it, else this user's alone
+  if [ "$(id -u)" = 0 ]; then mkdir -p -m 1777 -- "$dir"; else mkdir -p -m 0755 -- "$dir"; fi
+}
+
+secure() {  # nobody but root and this user can remove or rename what is in the folder, or above it
+  me=$(id -u)
+  p=$(cd -P -- "$dir" 2>/dev/null && pwd -P) || fail "cannot enter the lease folder $dir; $HINT"
+  what="the lease folder $dir"
+  while :; do
+    info=$(stat -c '%u %a %U' -- "$p" 2>/dev/null) || fail "cannot look at $p (above the lease folder $dir)"
+    set -- $info
+    m=$((0$2))
+    if [ "$1" != 0 ] && [ "$1" != "$me" ]; then
+      [ "$what" = "the lease folder $dir" ] \
+        && fail "the lease folder $dir belongs to $3 (mode $2): $3 could remove or replace anyone's lease in it; $SHARED"
+      fail "$what belongs to $3 (mode $2): $3 could move the lease folder away; set lease_dir to a folder under one only root owns, such as /var/tmp"
+    fi
+    if [ $((m & 022)) -ne 0 ] && [ $((m & 01000)) -eq 0 ]; then
+      fail "$what is writable by others but not sticky (owner $3, mode $2): anyone could remove or rename what is in it; its owner can run \`chmod +t $p\` (as /tmp is: 1777)"
+    fi
+    [ "$p" = / ] && break
+    p=${p%/*}
+    [ -n "$p" ] || p=/
+    what="$p, above the lease folder $dir,"
+  done
+}
+
+crowded() {  # KIND PATTERN: how many such files, and whose most of them are (never a part of them)
+  n=$(ls -A -- "$dir" 2>/dev/null | grep -c -E "$2")
+  top=$(cd -- "$dir" && ls -A | grep -E "$2" | head -n 4096 | tr '\n' '\0' | xargs -0 stat -c %U -- 2>/dev/null \
+        | sort | uniq -c | sort -rn | head -n 1 | tr -c '0-9A-Za-z_.@ \n-' '?')
+  echo "crowded $1 $n ${top:-0 ?}"
+}
+
+entries() (  # every lease, ticket and tombstone, one line each, in name order; all of them or none
+  # Past MAX_FILES the answer would outgrow what the launcher reads: then none is listed, and the
+  # launcher refuses the host (a listing cut short could leave out the very lease in the way).
+  if [ "$(ls -A -- "$dir" 2>/dev/null | grep -c -E '[.](lease|ticket|broken)$')" -gt "$MAX_FILES" ]; then
+    crowded lease '[.](lease|ticket|broken)$'
+    exit 0
+  fi
   set --
   for f in "$dir"/*.lease "$dir"/*.ticket "$dir"/*.broken; do
     [ -f "$f" ] && [ ! -L "$f" ] || continue
     name=${f##*/}
     case $name in *[!A-Za-z0-9._-]*|.*) continue ;; esac
-    [ "$#" -lt "$MAX_FILES" ] || break
+    if [ "$#" -ge "$MAX_FILES" ]; then crowded lease '[.](lease|ticket|broken)$'; exit 0; fi
     set -- "$@" "$name"
   done
   [ "$#" -gt 0 ] && cd "$dir" || exit 0
@@ -63,7 +109,11 @@ entries() (  # every lease, ticket and tombstone, one line each, in name order
   done
 )
 
-sessions() {  # each session alive (its launcher holds the lock) or dead
+sessions() {  # each session alive (its launcher holds the lock) or dead; past MAX_FILES, `crowded`
+  if [ "$(ls -A -- "$dir" 2>/dev/null | grep -c -E '[.]session$')" -gt "$MAX_FILES" ]; then
+    crowded session '[.]session$'
+    return 0
+  fi
   n=0
   for f in "$dir"/*.session; do
     [ -f "$f" ] && [ ! -L "$f" ] && [ -r "$f" ] || continue
@@ -71,7 +121,7 @@ sessions() {  # each session alive (its launcher holds the lock) or dead
     sid=${sid%.session}
     case $sid in *[!0-9a-f]*|'') continue ;; esac
     n=$((n + 1))
-    [ "$n" -le "$MAX_FILES" ] || break
+    if [ "$n" -gt "$MAX_FILES" ]; then crowded session '[.]session$'; return 0; fi
     # A shared lock is refused while the session's launcher holds its exclusive one.
     if { flock -n -s 8; } 8<"$f" 2>/dev/null; then echo "session $sid dead"; else echo "session $sid alive"; fi
   done
@@ -84,6 +134,7 @@ printed() {  # the fingerprint of the listed files, those named in the arguments
 look() {
   echo "user $(id -u) $(id -un 2>/dev/null || echo '?')"
   echo "now $(date +%s)"
+  echo "clock $(date +%s%3N 2>/dev/null)"     # ms, where date knows %N: the queue's order
   if [ ! -d "$dir" ] || [ -L "$dir" ]; then echo "dir absent"; exit 0; fi
   exec 7<"$dir"
   flock -w "$LOCK_WAIT_S" -s 7 || fail "the lease folder $dir stayed locked for $LOCK_WAIT_S s" 5
@@ -110,10 +161,20 @@ change() {
     check_name "$name"
     case $op in
       write)
+        at="$dir/$name"
+        if [ -L "$at" ] || { [ -e "$at" ] && [ ! -f "$at" ]; }; then
+          fail "$at is not a file (owner $(stat -c %U -- "$at" 2>/dev/null || echo '?')) but must be this lease's: only its owner or root can remove it; or set lease_dir"
+        fi
         t=$(mktemp "$dir/.tfc-XXXXXXXX") || fail "cannot write in the lease folder $dir"
-        if ! { printf '%s' "$data" | base64 -d > "$t" && chmod 644 "$t" && why=$(mv -f -- "$t" "$dir/$name" 2>&1); }; then
+        if ! { printf '%s' "$data" | base64 -d > "$t" && chmod 644 "$t" && why=$(mv -f -- "$t" "$at" 2>&1); }; then
           rm -f -- "$t"
-          fail "cannot write $dir/$name (owner $(stat -c %U -- "$dir/$name" 2>/dev/null || echo '?')): ${why:-disk full?}"
+          fail "cannot write $at (owner $(stat -c %U -- "$at" 2>/dev/null || echo '?')): ${why:-disk full?}"
+        fi
+        # A folder made at the name meanwhile would have taken the file inside it: never go on
+        # holding nothing. (The folder's lock binds tfcompose only, not another account.)
+        if [ -L "$at" ] || [ ! -f "$at" ] || [ ! -O "$at" ]; then
+          rm -f -- "$at/${t##*/}" 2>/dev/null
+          fail "$at is not a file (owner $(stat -c %U -- "$at" 2>/dev/null || echo '?')) but must be this lease's: only its owner or root can remove it; or set lease_dir"
         fi ;;
       remove)
         if [ -O "$dir/$name" ] && [ ! -L "$dir/$name" ]; then rm -f -- "$dir/$name"; fi ;;

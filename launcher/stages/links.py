@@ -23,6 +23,7 @@ from launcher.ssh.group import Group
 from launcher.inventory.model import Host
 from launcher.plan import Plan
 from launcher.text import one_line
+from trainer.config import LINK_MBIT_S
 
 LISTEN_S = 30          # a listener ends by itself after this, should the launcher vanish
 CONNECT_TIMEOUT_S = 3
@@ -199,7 +200,8 @@ def checked_port(plan: Plan) -> str:
 
 def parse_answer(text: str, plan: Plan, host: Host) -> tuple[dict[str, str], dict[str, float]]:
     """A host's probe output, checked: only its peers, each a short printable reason (a link the
-    host does not mention is "no answer") and a finite, positive Mbit/s (others: not measured)."""
+    host does not mention is "no answer") and a Mbit/s a link can carry (trainer.config's
+    LINK_MBIT_S, what `validate` allows too; others: not measured)."""
     try:
         doc = json.loads(text[:100_000] or "{}")
     except ValueError:
@@ -209,9 +211,10 @@ def parse_answer(text: str, plan: Plan, host: Host) -> tuple[dict[str, str], dic
     peers = {probe_name(plan, h): h.name for h in listeners(plan) if h.name != host.name}   # what it was sent to
     state = {name: one_line(reach[key], 80) if isinstance(reach.get(key), str) else "no answer"
              for key, name in peers.items()}
+    low, high = LINK_MBIT_S      # what a link can carry: a figure outside it is no measurement
     measured = {name: float(rates[key]) for key, name in peers.items()
                 if isinstance(rates.get(key), (int, float)) and not isinstance(rates[key], bool)
-                and 0 < rates[key] < 1e9}
+                and low <= rates[key] <= high}
     return state, measured
 
 

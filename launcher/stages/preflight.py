@@ -17,6 +17,7 @@ from launcher.inventory.model import Cluster, Host
 from launcher.plan import Plan, complete, expect_gpus, make
 from launcher.stages import cluster_rules, links
 from launcher.ssh.group import Group
+from launcher.text import one_line
 
 MIN_FREE_GB = 2
 CLOCK_WARN_S = 1.0
@@ -36,7 +37,8 @@ def preflight(group: Group, plan: Plan) -> dict[str, HostReady]:
     name, reporter = group.cluster.name, group.reporter
 
     def one(host: Host, conn) -> HostReady:
-        reporter.stage(host.name, "connect")
+        if not getattr(conn, "connected", False):     # `up` connected already (its lease stage): said once
+            reporter.stage(host.name, "connect")
         conn.client  # noqa: B018  (connect now, so SSH problems are reported as such)
         reporter.stage(host.name, "preflight")
         ready = check_host(host, conn, name, peer_of(group.cluster, host), synced=bool(group.cluster.spec.dataset_source),
@@ -111,6 +113,12 @@ def check_host(host: Host, conn, cluster: str, peer: str = "", synced: bool = Fa
                       check=False)
     facts = parse_facts(result.stdout)
     received = time.time()
+    if facts.get("end") != "ok":
+        # A probe cut short is not a host whose workdir is not writable (what its missing facts
+        # once read as): say where it stopped.
+        told = [key for key in facts if key != "end"]
+        raise RemoteError(host.name, reason=f"the preflight probe stopped (exit status {result.status}) after "
+                          f"{', '.join(told[-3:]) or 'nothing'}: {one_line(result.stderr, 200) or 'no message'}")
     problems, warnings = judge(host, facts, midpoint=(sent + received) / 2, synced=synced, port=port,
                                window=(received - sent) / 2)
     if problems:
@@ -138,7 +146,7 @@ def judge(host: Host, facts: dict, midpoint: float, synced: bool = False,
         what = "tf_port" if port == host.tf_port else "the study port (search.port)"
         problems.append(f"{what} {port} is already in use")
     if facts.get("workdir") != "ok":
-        problems.append(f"workdir {host.workdir} is not writable")
+        problems.append(f"workdir {host.workdir} is not writable ({one_line(facts.get('workdir') or 'no answer', 200)})")
     if facts.get("bundle") == "foreign":
         problems.append(f"{host.bundle_dir} exists and was not made by tfcompose (no marker file); "
                         "choose another workdir or cluster name")

@@ -9,6 +9,7 @@ bound, nothing written outside the output folder it was given.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -39,6 +40,7 @@ class World:
     hosts: list
     engines: list[FakeDocker]
     run_id: str = ""
+    neighbour: object = None            # support.accounts.Account, for the cases that need one
 
     @property
     def home(self) -> Path:
@@ -67,6 +69,8 @@ class HostCase:
     check: Optional[Callable[[World, object], None]] = None
     during: Optional[Callable[[World], None]] = None   # runs in a thread while the command runs
     edit: Optional[Callable[[dict, World], None]] = None   # changes the inventory before the command
+    env: Optional[Callable[[World], dict]] = None          # the command's environment beside HOME and PATH
+    neighbour: bool = False                                # a second local account acts on the host
 
 
 def running(w: World, i: int = 0, run: str | None = None, state: str = "exited") -> dict:
@@ -153,6 +157,101 @@ def foreign_folder(w: World) -> None:
     folder = w.hosts[0].workdir / w.cluster / "alice"
     folder.mkdir(parents=True)
     (folder / "important.txt").write_text("not tfcompose's")
+
+
+def lying_links(mbit_s: float) -> Callable[[World], None]:
+    def setup(w: World) -> None:
+        for engine in w.engines:
+            engine.lying_links(mbit_s)
+    return setup
+
+
+def allreduce_auto(doc: dict, w: World) -> None:
+    doc["train"]["allreduce"] = "auto"
+
+
+def link_never_reaches_train_yaml(w: World, _outcome) -> None:
+    """What each host was given loads in the trainer, and holds no link figure no link has."""
+    from trainer.config import load_config
+    for host in w.hosts:
+        cfg = load_config(str(host.workdir / w.cluster / "train.yaml"))
+        assert cfg.allreduce.auto and cfg.allreduce.link_mbit_s is None, cfg.allreduce
+
+
+SOURCE = ("train/a/1.png", "train/b/1.png", "val/a/1.png", "val/b/1.png")
+
+
+def synced_dataset(doc: dict, w: World) -> None:
+    root = w.sandbox / "work" / "src"
+    for i, rel in enumerate(SOURCE):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(b"image %d" % i)
+    doc["dataset_source"] = str(root)
+    doc["defaults"]["data_dir"] = str(w.hosts[0].workdir / "data")
+    doc["train"]["dataset"] = {"kind": "image_folder", "train_dir": "/data/train", "val_dir": "/data/val"}
+
+
+def cache_with_a_wrong_digest(w: World) -> None:
+    """The source, and this machine's hash cache of it claiming a wrong digest for one file (as a
+    cache an earlier version wrote, or one edited by hand): every file's key right."""
+    import hashlib
+    import json
+    root = w.sandbox / "work" / "src"
+    entries = {}
+    for rel in SOURCE:
+        st = (root / rel).stat()
+        digest = hashlib.sha256((root / rel).read_bytes()).hexdigest()
+        entries[rel] = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, "0" * 64 if rel == SOURCE[0] else digest]
+    cache = w.sandbox / "out" / "cache" / "tfcompose" / "datasets" / (
+        hashlib.sha256(os.fsencode(root.resolve())).hexdigest()[:24] + ".json")
+    cache.parent.mkdir(parents=True)
+    cache.write_text(json.dumps(entries))
+
+
+def own_cache_and_state(w: World) -> dict:
+    return {"XDG_CACHE_HOME": str(w.sandbox / "out" / "cache"), "XDG_STATE_HOME": str(w.sandbox / "out" / "state")}
+
+
+def copied_exactly(w: World, _outcome) -> None:
+    data = w.hosts[0].workdir / "data"
+    assert all((data / rel).read_bytes() == (w.sandbox / "work" / "src" / rel).read_bytes() for rel in SOURCE)
+
+
+def lease_box(w: World) -> Path:
+    """Where a lease case's folder lives: on this machine, reached by every account, root's and
+    sticky as /var/tmp is (pytest's folders are root's alone)."""
+    return Path(f"/var/tmp/tfcompose-hostile-{os.environ.get('TFC_LAB_NET', '213')}-{w.cluster}")
+
+
+def in_lease_box(doc: dict, w: World) -> None:
+    box = lease_box(w)
+    box.mkdir()
+    box.chmod(0o1777)
+    doc["defaults"]["lease_dir"] = str(box / "leases")
+
+
+def neighbours(script: str) -> Callable[[World], None]:
+    """The neighbour runs `script` in the lease box ($1: the box, $2: its uid, $3: this user's uid,
+    $4: the cluster); what root must make first ({root} lines) is made before."""
+    def setup(w: World) -> None:
+        box = lease_box(w)
+        w.neighbour.sh(script, str(box), str(w.neighbour.uid), str(os.getuid()), w.cluster)
+    return setup
+
+
+def root_folder(mode: int, then: str = "") -> Callable[[World], None]:
+    def setup(w: World) -> None:
+        folder = lease_box(w) / "leases"
+        folder.mkdir()
+        folder.chmod(mode)
+        if then:
+            neighbours(then)(w)
+    return setup
+
+
+def nothing_of_this_cluster_there(w: World, _outcome) -> None:
+    found = [p for p in lease_box(w).rglob(f"{w.cluster}.*") if p.is_file()]
+    assert found == [], found
 
 
 def assert_file(path_of: Callable[[World], Path], text: Optional[str]) -> Callable[[World, object], None]:
@@ -249,6 +348,34 @@ HOST_CASES = [
              check=assert_file(lambda w: w.hosts[0].workdir / w.cluster / "alice" / "important.txt", "not tfcompose's")),
     HostCase("preflight-refuses-a-foreign-folder", ["preflight", "-i", "{inv}"], foreign_folder, exit=(1,),
              says="was not made by tfcompose"),
+    # Hardening III (#37): a figure no link has never reaches train.yaml (5e-324 Mbit/s once made
+    # every worker die in allreduce.choose); a bad hash cache entry is a miss; a probe cut short is
+    # named as such (it once read as a workdir that is not writable).
+    HostCase("links-a-host-measures-5e-324-mbit-s", ["up", "-i", "{inv}"], lying_links(5e-324), hosts=2,
+             says="started", edit=allreduce_auto, check=link_never_reaches_train_yaml),
+    HostCase("dataset-cache-with-a-wrong-digest", ["up", "-i", "{inv}"], cache_with_a_wrong_digest, says="h0: dataset (4 files",
+             edit=synced_dataset, env=own_cache_and_state, check=copied_exactly),
+    HostCase("preflight-probe-cut-short", ["preflight", "-i", "{inv}"], lambda w: w.engines[0].kill_caller_on_ps(),
+             exit=(1,), says="the preflight probe stopped (exit status 137) after",
+             check=lambda w, o: "not writable" not in o.out + o.err),
+    # Leases on a box shared with another account (#37): refused naming the fix, never holding nothing.
+    HostCase("lease-folder-made-first-by-another-account", ["up", "-i", "{inv}"],
+             neighbours('mkdir -m 1777 "$1/leases"'), exit=(1,), says="could remove or replace anyone's lease in it",
+             edit=in_lease_box, neighbour=True, check=nothing_of_this_cluster_there),
+    HostCase("lease-folder-not-sticky", ["up", "-i", "{inv}"], root_folder(0o777), exit=(1,),
+             says="is writable by others but not sticky (owner root, mode 777)", edit=in_lease_box,
+             check=nothing_of_this_cluster_there),
+    HostCase("lease-folder-inside-one-another-account-owns", ["up", "-i", "{inv}"],
+             neighbours('mkdir -m 755 "$1/theirs"'), exit=(1,), says="could move the lease folder away",
+             edit=lambda doc, w: (in_lease_box(doc, w), doc["defaults"].update(lease_dir=str(lease_box(w) / "theirs" / "l"))),
+             neighbour=True, check=nothing_of_this_cluster_there),
+    HostCase("lease-name-with-a-folder-planted", ["up", "-i", "{inv}"],
+             root_folder(0o1777, 'mkdir -m 777 "$1/leases/$4.h0.$3.lease"'), exit=(1,), says="is not a file",
+             edit=in_lease_box, neighbour=True, check=nothing_of_this_cluster_there),
+    HostCase("lease-folder-600-junk-files-that-sort-first", ["up", "-i", "{inv}"],
+             root_folder(0o1777, 'cd "$1/leases" && i=0 && while [ $i -lt 600 ]; do : > "a$i.h0.$2.lease"; '
+                                 'i=$((i + 1)); done'), exit=(1,), says="holds 600 lease files, more than the 512",
+             edit=in_lease_box, neighbour=True, check=nothing_of_this_cluster_there),
     HostCase("purge-its-own-folder", ["down", "-i", "{inv}", "--purge"],
              lambda w: (w.results() / ".." / ".." / ".." / ".tfcompose-cluster").write_text("tfcompose"), says="purged",
              check=assert_file(lambda w: w.hosts[0].workdir / w.cluster / ".tfcompose-cluster", None)),
@@ -266,18 +393,21 @@ def test_hostile_input(case, tmp_path):
 
 
 @pytest.mark.parametrize("case", HOST_CASES, ids=[c.name for c in HOST_CASES])
-def test_hostile_host(case, sshd_farm, tmp_path):
-    world = make_world(case, sshd_farm, tmp_path)
+def test_hostile_host(case, sshd_farm, tmp_path, request):
+    account = request.getfixturevalue("neighbour") if case.neighbour else None
+    world = make_world(case, sshd_farm, tmp_path, account)
     try:
         check_host_case(case, world, tmp_path)
     finally:
         remove_deep(tmp_path)
+        shutil.rmtree(lease_box(world), ignore_errors=True)
 
 
 def check_host_case(case: HostCase, world: World, tmp_path: Path) -> None:
     case.setup(world)
     spec = Case(case.name, [a.replace("{inv}", "{work}/inventory.yaml") for a in case.argv],
-                {"inventory.yaml": (tmp_path / "inventory.yaml").read_text()}, case.exit, case.says, case.bound)
+                {"inventory.yaml": (tmp_path / "inventory.yaml").read_text()}, case.exit, case.says, case.bound,
+                env=case.env(world) if case.env else {})
     helper = threading.Thread(target=case.during, args=(world,), daemon=True) if case.during else None
     if helper:
         helper.start()
@@ -291,7 +421,7 @@ def check_host_case(case: HostCase, world: World, tmp_path: Path) -> None:
     assert not left, "a timed-out command was left running on the host"
 
 
-def make_world(case: HostCase, farm, tmp_path: Path) -> World:
+def make_world(case: HostCase, farm, tmp_path: Path, neighbour=None) -> World:
     from launcher import plan
     from launcher.inventory.load import load_cluster
     engines, hosts = [], []
@@ -307,7 +437,7 @@ def make_world(case: HostCase, farm, tmp_path: Path) -> World:
     doc = yaml.safe_load(path.read_text())
     doc["ssh"]["command_timeout_s"] = TIMEOUT_S
     doc["image_mode"] = "pull"
-    world = World(tmp_path / "op", name, hosts, engines)
+    world = World(tmp_path / "op", name, hosts, engines, neighbour=neighbour)
     if case.edit:
         case.edit(doc, world)
     path.write_text(yaml.safe_dump(doc, sort_keys=False))

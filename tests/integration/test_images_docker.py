@@ -34,11 +34,10 @@ def test_archive_records_the_requested_tag_even_when_the_image_has_several(tmp_p
 
 def test_fetch_wheels_reuses_its_wheels_until_the_base_image_changes(tmp_path):
     """Every `up` in ship mode builds the image: a repeat with the same base must not download again."""
-    from support.common import docker_ok, require
+    from support.common import docker_ok, ensure_base_image, require
     require(docker_ok(), "no Docker engine answers `docker info`")
-    base = "tf-offline-base:cpu"
+    base = ensure_base_image()
     inspect = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", base], capture_output=True, text=True)
-    require(inspect.returncode == 0, f"{base} is not built (bash ../shared/ci/build-offline-base.sh)")
     script = tmp_path / "docker" / "fetch-wheels.sh"
     script.parent.mkdir()
     shutil.copy(REPO / "docker" / "fetch-wheels.sh", script)

@@ -47,6 +47,17 @@ def test_run_put_get_and_quoting(sshd_farm, one_host, tmp_path):
         assert conn.run("exit 3", check=False).status == 3
 
 
+def test_what_a_command_writes_after_sshd_sent_its_exit_status_is_read_too(sshd_farm, one_host, tmp_path):
+    # sshd sends the exit status when it reaps the command, and what is still in the pipe after:
+    # under load a preflight probe's answer was cut after its first lines ("workdir … is not
+    # writable") and a dataset look's after `kind=marked` (a marker "tfcompose did not write").
+    # Here the shell exits at once and its last line comes later, from a child holding the pipe.
+    with connect(sshd_farm, tmp_path, one_host) as conn:
+        for _ in range(3):
+            result = conn.run(["sh", "-c", "echo first; (sleep 0.5; echo last) & exit 0"])
+            assert (result.status, result.stdout) == (0, "first\nlast\n")
+
+
 def test_commands_are_not_held_back_by_nagle(sshd_farm, one_host, tmp_path):
     """TCP_NODELAY on the SSH socket: a short command's reply is not delayed ~40 ms (bench/fanout.py)."""
     import socket

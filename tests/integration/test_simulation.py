@@ -169,12 +169,13 @@ def test_run_dir_and_run_command_run_your_own_script_in_the_simulation(sim):
 def test_a_fresh_clone_runs_with_plain_docker_compose_up(tmp_path):
     """No make, no prior build: compose builds the image from its build section (the wheels are not
     in a clone, so the build installs them from the package index) and the two containers train."""
-    from support.common import BASE_IMAGE, docker_ok, require
+    from support.common import docker_ok, ensure_base_image, require
     require(docker_ok(), "no Docker engine answers `docker info`")
+    base = ensure_base_image()
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
     project, image = f"tfc-clone-{uuid.uuid4().hex[:8]}", f"tfcompose-clone-test:{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "BASE_IMAGE": BASE_IMAGE, "TFC_IMAGE": image, "EPOCHS": "1", "IMAGE_SIZE": "[32, 32]",
+    env = {**os.environ, "BASE_IMAGE": base, "TFC_IMAGE": image, "EPOCHS": "1", "IMAGE_SIZE": "[32, 32]",
            "CANDIDATES": "small_cnn"}
     if Path(SYSTEM_CA).is_file():  # this machine reaches the index through a TLS-intercepting proxy
         env["PIP_CA_FILE"] = SYSTEM_CA

@@ -63,11 +63,13 @@ class CliProcess:
     """`tfcompose ARGS` in a child process, off a terminal (as in CI and under nohup): its output
     lines (stdout and stderr) collected as they come, for a command that runs while the test acts."""
 
-    def __init__(self, *args: str):
+    def __init__(self, *args: str, prelude: str = ""):
+        """`prelude`: Python run first in that process (a test's stand-in, e.g. a slow clock)."""
         import sys
         import threading
         from support.common import REPO
-        self.proc = subprocess.Popen([sys.executable, "-c", "from launcher.cli import run; run()", *args], cwd=REPO,
+        self.proc = subprocess.Popen([sys.executable, "-c", prelude + "\nfrom launcher.cli import run; run()", *args],
+                                     cwd=REPO,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []
         self.times: list[float] = []              # when each line came (time.monotonic())

@@ -70,7 +70,47 @@ class TrainerProcs:
             proc.wait()
 
 
-BASE_IMAGE = os.environ.get("TFC_TEST_BASE_IMAGE", "tf-offline-base:cpu")
+# The TensorFlow image the tests build the trainer on: TFC_TEST_BASE_IMAGE, else BASE_IMAGE (as
+# `make image` takes it), else the offline base when this machine has one (CI builds it: no registry
+# there), else Docker Hub's, pulled once: a clone and Docker Hub are enough for `make test`.
+OFFLINE_BASE, HUB_BASE = "tf-offline-base:cpu", "tensorflow/tensorflow:latest"
+
+
+def pick_base_image(environ: dict, have_image) -> str:
+    """Which base image: the first of TFC_TEST_BASE_IMAGE, BASE_IMAGE, the offline base if
+    `have_image(name)` says it is here, and Docker Hub's tensorflow/tensorflow:latest."""
+    chosen = environ.get("TFC_TEST_BASE_IMAGE", "").strip() or environ.get("BASE_IMAGE", "").strip()
+    if chosen:
+        return chosen
+    return OFFLINE_BASE if have_image(OFFLINE_BASE) else HUB_BASE
+
+
+def have_image(name: str) -> bool:
+    try:
+        return subprocess.run(["docker", "image", "inspect", name], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+_base: list[str] = []
+
+
+def base_image() -> str:
+    """The base image for this session (asked of Docker once)."""
+    if not _base:
+        _base.append(pick_base_image(os.environ, have_image))
+    return _base[0]
+
+
+def ensure_base_image() -> str:
+    """The base image, pulled when it is not here yet (a registry image: Docker Hub's by default)."""
+    base = base_image()
+    if not have_image(base):
+        pulled = subprocess.run(["docker", "pull", base], capture_output=True, text=True, timeout=3600)
+        require(pulled.returncode == 0, f"base image {base} is not here and could not be pulled "
+                f"({(pulled.stderr or pulled.stdout).strip()[-300:]}); set TFC_TEST_BASE_IMAGE to a TensorFlow image "
+                "this machine has")
+    return base
 # A checkout of its own (a git worktree) can build its own tag: two test runs never share one.
 TEST_IMAGE = os.environ.get("TFC_TEST_IMAGE", "tfcompose-trainer:test")
 

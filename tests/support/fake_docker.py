@@ -21,7 +21,16 @@ if [ "$(cat "$d/mode" 2>/dev/null)" = hang ]; then exec sleep {HANG_SECONDS}; fi
 case "$1" in
   info) echo '{{"io.containerd.runc.v2":{{}},"runc":{{}}}}' ;;
   compose) if [ "$2" = version ]; then echo 2.26.1; fi ;;
-  ps) cat "$d/ids" 2>/dev/null ;;
+  ps) if [ -f "$d/kill-caller" ]; then   # the probe's own shell: the topmost ancestor running it
+        p=$PPID; top=""
+        while [ "$p" -gt 1 ]; do
+          mapfile -d '' args < "/proc/$p/cmdline"
+          if [ "${{args[0]}}" = sh ] && [ "${{args[3]}}" = tfcompose-preflight ]; then top=$p; fi
+          p=$(awk '{{print $4}}' "/proc/$p/stat")
+        done
+        [ -n "$top" ] && kill -9 "$top"
+      fi
+      cat "$d/ids" 2>/dev/null ;;
   inspect) cat "$d/inspect.json" 2>/dev/null || echo "[]" ;;
   logs) cat "$d/logs.txt" 2>/dev/null || true ;;
   image) echo "sha256:$(printf '%064d' 7)" ;;
@@ -52,6 +61,22 @@ class FakeDocker:
         (self.folder / "py").mkdir(exist_ok=True)
         (self.folder / "py" / "sitecustomize.py").write_text(
             f"import os\nos.execvp('sleep', ['sleep', '{HANG_SECONDS}'])\n")
+
+    def lying_links(self, mbit_s: float) -> None:
+        """The host's links probe claims every peer open at `mbit_s` (what a tampered host could say);
+        every other python3 program runs as it is."""
+        (self.folder / "py").mkdir(exist_ok=True)
+        (self.folder / "py" / "sitecustomize.py").write_text(
+            "import json, sys\n"
+            "targets = sys.argv[5:] if sys.argv[:1] == ['-c'] else []\n"
+            "if targets and all('|' in t for t in targets):\n"
+            "    names = [t.split('|')[0] for t in targets]\n"
+            f"    print(json.dumps({{'reach': {{n: 'open' for n in names}}, 'mbit_s': {{n: {mbit_s!r} for n in names}}}}))\n"
+            "    sys.stdout.flush()\n    import os\n    os._exit(0)\n")
+
+    def kill_caller_on_ps(self) -> None:
+        """`docker ps` ends the shell that called it (a probe cut short midway, its output kept)."""
+        (self.folder / "kill-caller").write_text("")
 
     def hang(self, on: bool = True) -> None:
         (self.folder / "mode").write_text("hang" if on else "normal")

@@ -7,6 +7,7 @@ tests/integration/test_hostile.py.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -38,6 +39,11 @@ class Case:
     program: list[str] = field(default_factory=lambda: TFCOMPOSE)
     env: dict[str, str] = field(default_factory=dict)
     outside: tuple[Path, ...] = ()                    # more folders that must stay as they were
+
+
+# What must never reach the terminal as it is: escape (and its one-byte C1 form), BEL, the
+# Unicode direction overrides (launcher/text.py `printable` removes them all).
+RAW_CONTROLS = re.compile("[\x1b\x9b\x07\x90\x9d\u202e\u202d]")
 
 
 @dataclass
@@ -83,6 +89,8 @@ def run_case(case: Case, sandbox: Path) -> Outcome:
     outcome = Outcome(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
     text = outcome.out + outcome.err
     assert "Traceback" not in text, text[-3000:]
+    raw = RAW_CONTROLS.search(text)
+    assert raw is None, f"printed {raw.group()!r} raw: {text[-2000:]!r}"
     assert outcome.seconds <= case.bound, f"took {outcome.seconds:.1f} s > {case.bound} s"
     assert snapshot(home, work, *case.outside) == before, "wrote outside its output folder"
     assert outcome.code in case.exit, f"exit {outcome.code}, expected {case.exit}: {text[-2000:]}"
@@ -231,6 +239,30 @@ def inventory_cases() -> list[Case]:
                  "loops", **{"d/train/CN/a.png": "x", "d/train/CN/loop.png": Link("loop.png")}),
         validate("code-dir-name-not-utf8", inventory(run=RUN), "valid", exit=(0,),
                  **{**CODE, os.fsdecode(b"code/data-\xff.bin"): "x"}),
+        # Hardening III (#37): every number that feeds arithmetic within what it can be; one trial, one name.
+        validate("link-mbit-s-1e-320", inventory(train={"allreduce": {"auto": True, "link_mbit_s": 1e-320}}),
+                 "train.allreduce.link_mbit_s: Received 1e-320. Expected a number of Mbit/s from 0.01 to 1,000,000"),
+        validate("link-mbit-s-5e-324", "cluster: c\ntrain: {allreduce: {auto: true, link_mbit_s: 5.0e-324}}\n"
+                 "hosts: [{name: a, address: 10.0.0.1}]\n", "train.allreduce.link_mbit_s"),
+        validate("link-mbit-s-infinite", "cluster: c\ntrain: {allreduce: {link_mbit_s: .inf}}\n"
+                 "hosts: [{name: a, address: 10.0.0.1}]\n", "train.allreduce.link_mbit_s"),
+        validate("join-timeout-1e-320", inventory(train={"join_timeout_s": 1e-320}), "train.join_timeout_s"),
+        validate("profile-steps-beyond-int64", inventory(train={"profile_steps": [0, 2 ** 70]}), "train.profile_steps"),
+        validate("grid-learning-rate-twice", inventory(train={"search": {"learning_rates": [0.01, 0.001, 0.01]}}),
+                 "train.search.learning_rates: Received 0.01 twice"),
+        validate("grid-learning-rates-that-print-alike", inventory(train={"search": {"learning_rates": [0.001, 0.0010000001]}}),
+                 "which name one trial's files (learning_rate=0.001)"),
+        validate("grid-batch-twice", inventory(train={"search": {"batch_per_replica": [16, 16]}}), "Received 16 twice"),
+        validate("builders-that-share-a-history-file", inventory(train={"candidates": ["a.b:c_d", "a.b_c:d"]}),
+                 "which name one file (history/a.b_c_d.csv)"),
+        validate("builders-that-differ-only-in-case", inventory(train={"candidates": ["m:Net", "m:net"]}),
+                 "where case is ignored"),
+        validate("choice-with-an-escape-sequence", inventory(train={"candidates": ["m:b"], "search": {
+                 "sampler": "random", "trials": 2, "hyperparameters": {"m:b": {"act": ["relu", "\x1b[2Jx"]}}}}),
+                 "train.search.hyperparameters['m:b'].act"),
+        validate("choice-not-a-number", "cluster: c\ntrain: {candidates: ['m:b'], search: {sampler: random, trials: 2, "
+                 "hyperparameters: {'m:b': {w: [.nan, 1]}}}}\nhosts: [{name: a, address: 10.0.0.1}]\n",
+                 "train.search.hyperparameters['m:b'].w"),
     ]
     return cases
 
@@ -284,7 +316,34 @@ def cli_cases() -> list[Case]:
              run_files("bbbbbbbbbbbb"), says="--output"),
         Case("report-nan-is-not-the-best", ["report", "{out}/runs/c/bbbbbbbbbbbb"], run_files("bbbbbbbbbbbb", nan=True),
              exit=(0,), says="1 │ y "),
+        # Hardening III: a trial's name reaches pictures printable (matplotlib's missing-glyph
+        # warning once printed its ESC raw), and `$…$` in a name is text, not mathematics.
+        Case("report-names-with-escape-sequences", ["report", "{out}/runs/c/cccccccccccc"], hostile_names_run(),
+             exit=(0,), says="report.md", bound=90),
+        Case("compare-names-with-escape-sequences", ["compare", "cccc", "bbbb", "--runs", "{out}/runs", "-o",
+                                                    "{out}/c.png"], {**hostile_names_run(), **run_files("bbbbbbbbbbbb")},
+             exit=(0,), says="c.png", bound=60),
     ]
+
+
+HOSTILE_NAMES = ["x\x1b]0;pwned\x07\x1b[2J", "$\\foo$ \x9b31m", "a\u202eb|c", "\x1b[31m"]
+
+
+def hostile_names_run() -> dict[str, str]:
+    """A run whose trial names, class names, searched values and search settings hold escape
+    sequences, format characters and `$…$` (a results.json from a tampered host)."""
+    import json
+    records = [{"candidate": n, "val_accuracy": 0.5 - i / 10, "val_loss": 1, "train_seconds": 1, "images_per_second": 1,
+                "params": 1, "epochs": 2, "state": "complete", "curve": [0.2, 0.5 - i / 10], "history": f"history/{i}.csv",
+                "hyperparameters": {"learning_rate": 0.01, n: n}} for i, n in enumerate(HOSTILE_NAMES)]
+    records[0]["confusion_matrix"] = [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]
+    doc = {"schema": 1, "started": "2026-11-23T10:00:00", "class_names": HOSTILE_NAMES, "candidates": records,
+           "best": {"candidate": HOSTILE_NAMES[0], "val_accuracy": 0.5},
+           "search": {"sampler": "\x1b[5mtpe", "pruner": "none", "lost": {"h\x1b[1m": ["y\x1b[0m"]}}}
+    files = {"out/runs/c/cccccccccccc/results.json": json.dumps(doc)}
+    for i in range(len(HOSTILE_NAMES)):
+        files[f"out/runs/c/cccccccccccc/history/{i}.csv"] = "epoch,loss,accuracy,val_loss,val_accuracy\n1,1,0.2,1,0.2\n2,1,0.5,1,0.5\n"
+    return files
 
 
 def run_files(run: str = "aaaaaaaaaaaa", restarts: str = "0", nan: bool = False) -> dict[str, str]:
@@ -319,6 +378,12 @@ def trainer_cases() -> list[Case]:
                 '["[fe80::1%eth0]:2222", "10.0.0.2:2222"]}, "task": {"type": "worker", "index": 0}}'}),
         trainer("tf-config-huge", "epochs: 1\n", "TF_CONFIG", env={"TF_CONFIG": '{"cluster": {"worker": ["' + "a" * 100000 + '"]}}'}),
         trainer("config-dev-zero", None, "more than", args=["--config", "/dev/zero"]),
+        # Hardening III (#37): a train.yaml written by hand with a link no link has is refused before
+        # TensorFlow loads (it once killed every worker at its first trial).
+        trainer("link-mbit-s-1e-320", "allreduce: {auto: true, link_mbit_s: 1.0e-320}\n", "allreduce.link_mbit_s"),
+        trainer("link-mbit-s-from-the-environment", None, "allreduce.link_mbit_s",
+                env={"TFC_TRAIN_ALLREDUCE__LINK_MBIT_S": "5.0e-324"}),
+        trainer("grid-value-twice", "search: {learning_rates: [0.01, 0.01]}\n", "Received 0.01 twice"),
     ]
 
 

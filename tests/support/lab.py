@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from support.netns import Lan, burst, ip, own_subnet
+from support.netns import Lan, burst, ip, own_subnet, own_tag
 from support.sshd import SSHD, keygen, wait_for_port
 
 ROOT = Path("/tmp/tfcompose-lab")
@@ -96,7 +96,7 @@ class Lab:
     engine_group: str | None = None    # the group that may use the engines' sockets (dockerd -G)
 
     def __post_init__(self):
-        self.subnet = own_subnet(self.subnet)
+        self.subnet, self.tag = own_subnet(self.subnet), own_tag(self.tag)
 
     @property
     def root(self) -> Path:

@@ -17,6 +17,16 @@ def own_subnet(subnet: str) -> str:
     return subnet
 
 
+def own_tag(tag: str) -> str:
+    """`tag` made this checkout's: TFC_LAB_NET=N appends `xN`, so two checkouts running labs of one
+    kind at once (a fixed bench tag, or pid-derived tags that happen to collide) never share the
+    names of namespaces, links and bridges, nor a lab's folder (tests/support/lab.py), which a
+    lab's `up` and `down` remove by name. Interface names stay within Linux's 15 characters."""
+    moved = os.environ.get("TFC_LAB_NET", "").strip()
+    suffix = f"x{int(moved)}" if moved else ""
+    return tag if not suffix or tag.endswith(suffix) else tag + suffix
+
+
 def ip(*args: str, ns: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
     prefix = ["ip", "netns", "exec", ns] if ns else []
     return subprocess.run([*prefix, *args], capture_output=True, text=True, check=check)
@@ -30,7 +40,7 @@ class Lan:
     prefix: str = "tf"             # every name starts with it (a lab of another kind has its own)
 
     def __post_init__(self):
-        self.subnet = own_subnet(self.subnet)
+        self.subnet, self.tag = own_subnet(self.subnet), own_tag(self.tag)
 
     @property
     def bridge(self) -> str:

@@ -111,12 +111,13 @@ def wait_for_port(port: int, proc: subprocess.Popen, log: Path, address: str = "
 
 def write_inventory(farm: SshdFarm, path: Path, cluster: str, hosts: list[SshdHost], *, known_hosts: Path | None = None,
                     policy: str = "strict", train: dict | None = None, image: str = "tfcompose-trainer:test",
-                    base_image: str = "tf-offline-base:cpu", extra_hosts: list[dict] | None = None,
+                    base_image: str | None = None, extra_hosts: list[dict] | None = None,
                     identity_file: Path | None = None, ssh: dict | None = None, **top) -> Path:
     """An inventory whose hosts are this farm's sshd processes on 127.0.0.1."""
     import yaml
+    from support.common import base_image as base_image_of_the_tests
     doc = {
-        "cluster": cluster, "image": image, "base_image": base_image, "image_mode": "ship",
+        "cluster": cluster, "image": image, "base_image": base_image or base_image_of_the_tests(), "image_mode": "ship",
         "ssh": {"user": farm.user, "identity_file": str(identity_file or farm.user_key), "host_key_policy": policy,
                 "known_hosts": str(known_hosts or farm.root / "known_hosts"), "config_file": str(farm.root / "no-config"),
                 "connect_timeout_s": 5, **(ssh or {})},

@@ -45,5 +45,42 @@ def test_the_record_survives_a_restart_and_a_broken_one_claims_nothing(tmp_path)
 
 def test_what_a_host_says_of_its_folder_is_read_as_data():
     text = "kind=marked\ninode=42\nmarker=" + MARKER + "\nextra junk line\n"
-    assert claims.parse_look(text) == {"kind": "marked", "inode": "42", "marker": MARKER}
+    assert claims.parse_look(text) == {"kind": "marked", "inode": "42", "marker": MARKER, "why": ""}
     assert claims.parse_look("")["kind"] == ""
+
+
+def test_a_marker_read_while_another_host_rewrites_it_is_read_whole_or_said_unreadable(tmp_path):
+    # Two hosts looking at one synced folder at the same moment (NFS, or two hosts on one machine)
+    # once refused it as carrying "a .tfcompose-dataset that tfcompose did not write". The look reads
+    # inode and text from one open file, and what it cannot read it calls unreadable, not foreign.
+    import json
+    import os
+    import subprocess
+    import threading
+    from launcher import docker_commands as dc
+    folder = tmp_path / "data"
+    (folder / "train").mkdir(parents=True)
+    text = claims.marker_text("c", str(folder), "a" * 16)
+    marker = folder / ".tfcompose-dataset"
+    marker.write_text(text)
+    stop = threading.Event()
+
+    def rewrite() -> None:                           # what a claim on a shared folder does
+        n = 0
+        while not stop.is_set():
+            tmp = folder / f".tfcompose-dataset.{n % 2}"
+            tmp.write_text(text)
+            os.replace(tmp, marker)
+            n += 1
+    writer = threading.Thread(target=rewrite)
+    writer.start()
+    try:
+        for _ in range(60):
+            look = claims.parse_look(subprocess.run(dc.dataset_look(str(folder)), capture_output=True, text=True).stdout)
+            assert look["kind"] == "marked" and json.loads(look["marker"])["claim"] == "a" * 16 and look["inode"].isdigit()
+    finally:
+        stop.set()
+        writer.join()
+    verdict, why = claims.ownership("c", host("h0", data_dir=str(folder)),
+                                    {"kind": "unreadable", "marker": "", "inode": "", "why": "Stale file handle"}, frozenset())
+    assert verdict == "foreign" and "could not be read (Stale file handle); run `up` again" in why

@@ -16,7 +16,7 @@ from launcher.cli import main
 from trainer import rank
 
 
-CRD = REPO.parent / "shared" / "schemas" / "jobset.x-k8s.io_jobsets.yaml"
+CRD = REPO / "tests" / "data" / "schemas" / "jobset.x-k8s.io_jobsets.yaml"   # vendored (README there)
 
 
 GPU4 = """cluster: mri

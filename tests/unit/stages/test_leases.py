@@ -161,7 +161,7 @@ def shared():
 @needs_root
 def test_another_users_lease_is_never_removed_or_replaced_and_its_break_is_a_tombstone(shared):
     folder = shared / "leases"
-    Session(folder, "1" * 16, user="65534").end()          # `nobody` made the folder: mode 1777
+    Session(folder, "1" * 16).end()                         # root made the folder: mode 1777, root's
     lease = a_lease(uid=65534)
     name = lf.lease_file("demo", "h0", 65534)
     assert host(folder, "change", "-", stdin=writes((name, lf.lease_text(lease))), user="65534").returncode == 0
@@ -187,6 +187,62 @@ def test_a_folder_another_user_made_private_is_refused_naming_owner_and_mode(sha
     said = session.proc.stderr.read().decode()
     assert session.said == "" and "cannot write in the lease folder" in said and "(owner root, mode 755)" in said
     assert "set lease_dir in the inventory" in said
+
+
+@needs_root
+def test_a_folder_another_account_owns_or_can_empty_is_refused_naming_the_fix(shared):
+    # Made first by another account (1777, theirs): they could remove anyone's lease in it.
+    folder = shared / "theirs"
+    Session(folder, "4" * 16, user="65534").end()
+    assert oct(folder.stat().st_mode & 0o7777) == "0o755" and folder.stat().st_uid == 65534   # theirs alone
+    folder.chmod(0o1777)
+    refused = host(folder, "change", "-", stdin=writes(("x.h0.65533.lease", "{}")), user="65533")
+    assert refused.returncode == 3 and "belongs to" in refused.stderr and "could remove or replace anyone's lease" \
+        in refused.stderr and f"sudo chown root:root {folder} && sudo chmod 1777 {folder}" in refused.stderr
+    assert not (folder / "x.h0.65533.lease").exists()
+    assert Session(folder, "5" * 16, user="65534").said == "held"          # its owner may use it: theirs alone
+    # Root's, but writable by all and not sticky: anyone could remove a lease.
+    loose = shared / "loose"
+    loose.mkdir(mode=0o777)
+    loose.chmod(0o777)
+    session = Session(loose, "6" * 16, user="65533")
+    said = session.proc.stderr.read().decode()
+    assert session.said == "" and "is writable by others but not sticky (owner root, mode 777)" in said and "chmod +t" in said
+    # Inside a folder another account may rename things in: the lease folder could be moved away.
+    (shared / "open").mkdir(mode=0o777)
+    (shared / "open").chmod(0o777)
+    session = Session(shared / "open" / "leases", "7" * 16)
+    said = session.proc.stderr.read().decode()
+    assert session.said == "" and f"{shared / 'open'}, above the lease folder" in said and "not sticky" in said
+
+
+@needs_root
+def test_a_folder_planted_at_a_lease_name_is_refused_and_swallows_nothing(shared):
+    folder = shared / "leases"
+    Session(folder, "8" * 16).end()
+    name = lf.lease_file("demo", "h0", 65533)
+    planted = folder / name
+    subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "mkdir", "-m", "777", str(planted)],
+                   check=True)
+    refused = host(folder, "change", "-", stdin=writes((name, lf.lease_text(a_lease(uid=65533)))), user="65533")
+    assert refused.returncode == 3 and f"{planted} is not a file" in refused.stderr, refused.stderr
+    assert list(planted.iterdir()) == [] and not list(folder.glob(".tfc-*"))        # nothing moved inside
+
+
+def test_more_lease_files_than_it_lists_hide_nothing_the_host_is_refused(tmp_path):
+    Session(tmp_path, "9" * 16).end()
+    (tmp_path / lf.lease_file("zz-real", "h0", UID)).write_text(lf.lease_text(replace(a_lease(), cluster="zz-real")))
+    for i in range(leases.MAX_FILES):                                       # junk that sorts first
+        (tmp_path / f"a{i:04d}.h0.{UID}.lease").write_text("{}")
+    folder = looked(tmp_path)
+    assert folder.leases == [] and folder.unreadable == [] and folder.lines == []
+    assert folder.crowded == [("lease", leases.MAX_FILES + 1, "root", leases.MAX_FILES + 1)]
+    assert 'MAX_FILES=%d' % leases.MAX_FILES in leases.HOST_SCRIPT.read_text()
+
+
+def test_the_host_tells_its_clock_in_milliseconds(tmp_path):
+    folder = looked(tmp_path)
+    assert abs(folder.clock_ms - time.time() * 1000) < 5000 and folder.clock_ms // 1000 in (folder.now, folder.now + 1)
 
 
 def test_the_change_script_writes_only_lease_folder_names(tmp_path):
@@ -284,7 +340,7 @@ def test_when_one_machines_folder_changed_under_the_write_the_others_are_written
     own = lf.lease_file("mine", "h0", UID)
     (tmp_path / "machine0" / own).write_text(lf.lease_text(replace(a_lease(), cluster="mine")))   # an earlier run's
     before = (tmp_path / "machine0" / own).read_text()
-    rounds = leases.assess(group, make(mine), sessions, leases.new_key(), "me@here", False)
+    _, rounds = leases.assess(group, make(mine), sessions, None, "me@here", False)
     (tmp_path / "machine1" / "someone.h9.0.lease").write_text("{}")   # another launcher, just now
     assert leases.commit(group, rounds) is False
     assert (tmp_path / "machine0" / own).read_text() == before       # written back as it was
@@ -313,3 +369,51 @@ def test_a_queued_up_says_whom_it_waits_for_and_takes_its_turn_once_they_give_ba
     for machine in ("machine0", "machine1"):
         assert [p.name for p in (tmp_path / machine).glob("*.ticket")] == []
         assert [p.name for p in (tmp_path / machine).glob("*.lease")] == [f"mine.h{machine[-1]}.{UID}.lease"]
+
+
+def test_a_launcher_whose_clock_is_an_hour_slow_takes_its_turn_after_those_who_asked_first(tmp_path, groups, monkeypatch):
+    holder = two_machines(tmp_path, "holder", gpus=[0])
+    held = groups(holder)
+    leases.take(held, make(holder))
+    order: list[str] = []
+
+    def wait_turn(name: str) -> threading.Thread:
+        cluster = two_machines(tmp_path, name, gpus=[0], port=3000 + len(name))
+        group = groups(cluster)
+        thread = threading.Thread(target=lambda: (leases.take(group, make(cluster), queue=True, poll_s=0.2),
+                                                  order.append(name), leases.release(group)))
+        thread.start()
+        return thread
+
+    def tickets() -> int:
+        return len(list((tmp_path / "machine0").glob("*.ticket")))
+
+    def eventually(condition) -> bool:
+        deadline = time.monotonic() + 20
+        while not condition() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return condition()
+
+    early = wait_turn("early")
+    assert eventually(lambda: tickets() == 1)
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() - 3600)     # this launcher's clock: an hour slow
+    late = wait_turn("late-slow")
+    assert eventually(lambda: tickets() == 2)
+    monkeypatch.setattr(time, "time", real)
+    leases.release(held)
+    early.join(30), late.join(30)
+    assert order == ["early", "late-slow"]
+
+
+def test_a_crowded_lease_folder_refuses_the_up_naming_whose_files_fill_it(tmp_path, groups):
+    mine = two_machines(tmp_path, "mine")
+    Session(tmp_path / "machine1", "a" * 16).end()
+    for i in range(leases.MAX_FILES + 88):
+        (tmp_path / "machine1" / f"a{i:04d}.h0.{UID}.lease").write_text("{}")
+    with pytest.raises(leases.FolderCrowded) as refused:
+        leases.take(groups(mine), make(mine))
+    said = str(refused.value)
+    assert f"h1: the lease folder {tmp_path / 'machine1'} holds 600 lease files, more than the 512 tfcompose reads" in said
+    assert "600 of them belong to root" in said
+    assert not list((tmp_path / "machine0").glob("*.lease")) and not list((tmp_path / "machine1").glob("mine.*"))

@@ -52,7 +52,7 @@ def test_what_a_host_answers_is_checked_before_it_is_believed():
         assert links.parse_answer(junk, plan, h0) == ({"h1": "no answer", "h2": "no answer"}, {})
     odd = {"reach": {"c.h1": 1, "c.h2": "open"}, "mbit_s": {"c.h1": True, "c.h2": float("nan")}}
     assert links.parse_answer(json.dumps(odd), plan, h0) == ({"h1": "no answer", "h2": "open"}, {})
-    for bad in (-1, 0, 1e12, "941"):
+    for bad in (-1, 0, 1e12, "941", 5e-324, 1e-320, 0.001, 2e6):      # what no link carries: not measured
         assert links.parse_answer(json.dumps({"reach": {}, "mbit_s": {"c.h1": bad}}), plan, h0)[1] == {}
 
 

@@ -40,3 +40,27 @@ def test_a_slow_probe_is_not_taken_for_a_wrong_clock():
     assert clock_offset("1003.5", 1000.0, window=4.0) == 0.0          # read during a probe that took 8 s
     assert clock_offset("1010.0", 1000.0, window=4.0) == 6.0
     assert clock_offset("990.0", 1000.0, window=4.0) == -6.0 and clock_offset("x", 1000.0) is None
+
+
+def test_a_probe_cut_short_is_named_as_such_not_as_a_workdir_that_is_not_writable():
+    # Twice, with two test runs on one machine, a host's probe answered without its workdir line
+    # and preflight read the missing fact as "workdir … is not writable".
+    from launcher.errors import RemoteError
+    from launcher.ssh.connection import Result
+    from support.fakes import FakeConnection
+    cut = "\n".join(f"{k}={v}" for k, v in list(GOOD.items())[:5]) + "\n"
+    conn = FakeConnection(lambda command: Result(137, cut, "Killed"))
+    with pytest.raises(RemoteError) as stopped:
+        preflight.check_host(host("a"), conn, "c")
+    said = str(stopped.value)
+    assert "the preflight probe stopped (exit status 137) after compose, gpu_count, own_running: Killed" in said
+    assert "not writable" not in said
+    whole = FakeConnection(lambda command: Result(0, "\n".join(f"{k}={v}" for k, v in GOOD.items()) + "\nend=ok\n", ""))
+    assert preflight.check_host(host("a"), whole, "c").host == "a"
+
+
+def test_a_workdir_that_is_not_writable_says_why_in_the_systems_words():
+    problems, _ = preflight.judge(host("a"), {**GOOD, "workdir": "mkdir: cannot create directory '/srv/x': "
+                                                                  "No space left on device"}, 1000.0)
+    assert problems == ["workdir /opt/tfcompose is not writable (mkdir: cannot create directory '/srv/x': "
+                        "No space left on device)"]

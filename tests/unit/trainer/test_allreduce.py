@@ -102,3 +102,29 @@ def test_auto_meets_the_share_unless_it_says_every_is_capped(link, step, params,
     assert chosen.dtype in ("float32", "bfloat16") and 1 <= chosen.every <= max_every(steps)
     assert chosen.expected_ms <= SHARE * step * (1 + 1e-9) or "capped" in chosen.why
     assert chosen.every == 1 or chosen.dtype == "bfloat16"     # compression comes first
+
+
+def test_a_tiny_link_speed_is_refused_by_validate_naming_the_field(tmp_path):
+    from trainer.errors import ConfigError
+    for text in ("allreduce: {auto: true, link_mbit_s: 1.0e-320}", "allreduce: {auto: true, link_mbit_s: 5.0e-324}",
+                 "allreduce: {link_mbit_s: 2.0e+6}", "allreduce: {link_mbit_s: .nan}", "allreduce: {link_mbit_s: true}"):
+        (tmp_path / "train.yaml").write_text(text + "\n")
+        with pytest.raises(ConfigError) as caught:
+            load_config(tmp_path / "train.yaml")
+        assert "allreduce.link_mbit_s: Received" in str(caught.value)
+        assert "Expected a number of Mbit/s from 0.01 to 1,000,000" in str(caught.value)
+    assert choose(auto(link_mbit_s=0.01), SMALL_CNN, 2, 100, step_ms=25).every == MAX_EVERY   # the slowest allowed
+
+
+@given(link=st.floats(allow_nan=True, allow_infinity=True) | st.integers(-10, 10**30),
+       step=st.floats(allow_nan=True, allow_infinity=True), params=st.integers(0, 10**15),
+       replicas=st.integers(2, 10**4), steps=st.integers(0, 10**9))
+def test_auto_decides_without_raising_whatever_numbers_reach_it(link, step, params, replicas, steps):
+    # Past validate (a train.yaml written by hand, an older launcher): 1e-320 Mbit/s once made
+    # every worker die in math.ceil(inf).
+    for settings in (AllreduceConfig.model_construct(auto=True, link_mbit_s=link, dtype=None, every=None),
+                     AllreduceConfig.model_construct(auto=True, link_mbit_s=link, dtype="float16", every=None),
+                     AllreduceConfig.model_construct(auto=True, link_mbit_s=link, dtype=None, every=3)):
+        chosen = choose(settings, params, replicas, steps, step_ms=step)
+        assert chosen.dtype in ("float32", "bfloat16", "float16") and 1 <= chosen.every <= 1024
+        chosen.line(), chosen.record()

@@ -81,3 +81,38 @@ def test_a_grid_too_large_to_hold_is_refused_without_trials_and_sized_without_be
     with_trials = cfg.model_copy(update={"search": cfg.search.model_copy(update={"trials": 5})})
     assert not [p for p in space.problems(with_trials) if p.loc == ("search", "trials")]
     assert space.grid_point(with_trials, 10 ** 10 - 1)["values"]["a9"] == 9
+
+
+@pytest.mark.parametrize("search, field, says", [
+    ({"learning_rates": [0.01, 0.001, 0.01]}, "search.learning_rates", "Received 0.01 twice"),
+    ({"learning_rates": [0.001, 0.0010000001]}, "search.learning_rates",
+     "Received 0.001 and 0.0010000001, which name one trial's files (learning_rate=0.001)"),
+    ({"learning_rate": [0.5, 0.5]}, "search.learning_rate", "Received 0.5 twice"),
+    ({"batch_per_replica": [16, 32, 16]}, "search.batch_per_replica", "Received 16 twice"),
+    ({"hyperparameters": {"small_cnn": {"width": [32, 64, 32]}}}, "search.hyperparameters.small_cnn.width",
+     "Received 32 twice"),
+    ({"sampler": "tpe", "trials": 3, "hyperparameters": {"small_cnn": {"dropout": [0.1, 0.1]}}},
+     "search.hyperparameters.small_cnn.dropout", "Received 0.1 twice"),
+])
+def test_a_value_written_twice_is_refused_naming_the_field_and_the_value(search, field, says):
+    # Several trials with one name once wrote one history file and one TensorBoard run.
+    found = [p for p in space.problems(cfg(**search)) if p.path == field]
+    assert found and says in found[0].received and found[0].expected.startswith("each value once"), \
+        space.problems(cfg(**search))
+
+
+def test_builder_names_and_words_that_become_one_file_are_refused():
+    def problems(**doc):
+        return [p.line("train.yaml") for p in space.problems(TrainConfig.model_validate(doc))]
+    (line,) = problems(candidates=["a.b:c_d", "a.b_c:d"])
+    assert line.startswith("train.yaml: candidates: Received 'a.b:c_d' and 'a.b_c:d', which name one file "
+                           "(history/a.b_c_d.csv)")
+    (line,) = problems(candidates=["m:Net", "m:net"])          # one file on macOS and Windows
+    assert "where case is ignored" in line
+    (line,) = problems(candidates=["m:b"], search={"hyperparameters": {"m:b": {"act": ["Relu", "relu"]}}})
+    assert "Received 'Relu' and 'relu', which name one trial's files (act=relu)" in line
+    assert problems(candidates=["m:b", "m:c"], search={"hyperparameters": {"m:b": {"act": ["relu", "gelu"]}}}) == []
+    names = [p["name"] for p in space.grid(cfg(learning_rates=[0.1, 0.01], batch_per_replica=[8, 16],
+                                               hyperparameters={"small_cnn": {"width": [8, 16]}}))]
+    from trainer.results import safe_name
+    assert len({safe_name(n).lower() for n in names}) == len(names) == 12
