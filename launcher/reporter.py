@@ -1,6 +1,7 @@
 """The Reporter: how the stages tell what they are doing (a host's stage, a warning, training
-progress, bytes sent); the CLI decides how it looks (view.RichReporter). Here: the protocol, a
-reporter that says nothing and one that records (tests), and the bytes-sent adapter."""
+progress, bytes sent, the hardware's telemetry); the CLI decides how it looks (view.RichReporter).
+Here: the protocol, a reporter that says nothing and one that records (tests), and the bytes-sent
+adapter."""
 from __future__ import annotations
 
 import threading
@@ -15,6 +16,7 @@ class Reporter(Protocol):
     def warn(self, host: str | None, message: str) -> None: ...
     def progress(self, host: str, progress, restarts: int = 0) -> None: ...   # a trainer/progress.Progress
     def transfer(self, host: str, what: str, done: int, total: int, elapsed_s: float) -> None: ...
+    def telemetry(self, host: str, line: str) -> None: ...      # the host's hardware now, as one line
 
 
 def transfer_detail(what: str, done: int, total: int, elapsed_s: float) -> str:
@@ -36,6 +38,9 @@ class NullReporter:
         pass
 
     def transfer(self, host: str, what: str, done: int, total: int, elapsed_s: float) -> None:
+        pass
+
+    def telemetry(self, host: str, line: str) -> None:
         pass
 
 
@@ -62,6 +67,10 @@ class RecordingReporter:
     def transfer(self, host: str, what: str, done: int, total: int, elapsed_s: float) -> None:
         with self._lock:
             self.events.append((host, "transfer", f"{what} {done}/{total}"))
+
+    def telemetry(self, host: str, line: str) -> None:
+        with self._lock:
+            self.events.append((host, "telemetry", line))
 
     def stages(self, host: str) -> list[str]:
         return [s for h, s, _ in self.events if h == host]

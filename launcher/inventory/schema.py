@@ -218,6 +218,14 @@ class SlurmTarget(_Strict):
     gpus_per_node: Optional[StrictIntT] = field(None, expected="an integer 0–64", ge=0, le=64)
 
 
+class TelemetrySettings(_Strict):
+    # Sample every host's GPUs (nvidia-smi), its container's CPU and memory, its network and swap
+    # while `up --wait` and `watch` run: the live view, telemetry/<host>.csv, per-trial figures.
+    enabled: bool = field(True, expected="true or false", strict=True)
+    # Seconds between samples on every host.
+    period_s: float = field(1.0, expected="a number of seconds 0.5–2", ge=0.5, le=2)
+
+
 class Inventory(_Strict):
     # Names compose projects, containers and folders: lowercase letters, digits, '-', ≤ 40.
     cluster: Name = field(..., expected="a name of lowercase letters, digits and '-', at most 40 characters")
@@ -250,6 +258,8 @@ class Inventory(_Strict):
     # TFC_OUTCOME, TFC_MESSAGE, TFC_CLUSTER and TFC_RUN_ID in their environment (sh -c).
     on_finish: Optional[PlainText] = field(None, expected="a shell command (text without control characters)")
     on_failure: Optional[PlainText] = field(None, expected="a shell command (text without control characters)")
+    # Hardware telemetry while the cluster trains (README: "Is the hardware busy?").
+    telemetry: TelemetrySettings = field(TelemetrySettings(), expected="a mapping")
     # When you outgrow SSH: the same cluster as a Kubernetes JobSet or a Slurm batch script.
     kubernetes: Optional[KubernetesTarget] = field(None, expected="a mapping")
     slurm: Optional[SlurmTarget] = field(None, expected="a mapping")

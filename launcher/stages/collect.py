@@ -20,6 +20,7 @@ from launcher.plan import Plan, make
 from launcher.ssh import transfer
 from launcher.ssh.group import Group
 from launcher.stages.status import containers, newest, newest_container, run_label
+from launcher.telemetry.assemble import assemble
 from trainer import results
 
 
@@ -53,6 +54,8 @@ def collect_into(group: Group, plan: Plan, run: str, runs_dir: Path) -> Path:
         fetch_results(group, cluster.chief, run_dir)
     group.run("collect", lambda h, c: fetch_log(h, c, cluster.name, run_dir / "logs")).raise_if_failed()
     point_latest(group, run_dir)
+    for problem in assemble(run_dir, [h.name for h in cluster.hosts]):     # telemetry/<host>.csv, per-trial figures
+        group.reporter.warn(None, problem)
     if (run_dir / "results.json").is_file():
         from launcher.results import report
         try:

@@ -26,6 +26,7 @@ from launcher.inventory.model import Cluster
 from launcher.ssh.group import Group
 from launcher.stages import hooks, leases, links, preflight, push, render, start, wait
 from launcher.stages.collect import collect_into
+from launcher.telemetry.session import sampling
 
 
 @dataclass
@@ -66,7 +67,8 @@ def up(cluster: Cluster, reporter=None, parallel: Optional[int] = None, wait_for
             group.reporter.stage(host.name, "running")
         report = UpSummary(plan.run_id, pushed, images, started, matrix, plan.nics, datasets)
         if wait_for_end:
-            report.outcome = wait.wait_for_end(group, plan, poll_s)
+            with sampling(group, plan, Path(runs_dir) / cluster.name / plan.run_id):    # hardware telemetry
+                report.outcome = wait.wait_for_end(group, plan, poll_s)
             try:
                 finish(group, plan, report.outcome, Path(runs_dir))
             finally:
