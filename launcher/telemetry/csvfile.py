@@ -276,6 +276,7 @@ def spool_hosts(run_dir: Path) -> list[str]:
 def write_csv(path: Path, samples: Iterable[Sample], gpu_ids: list[int]) -> int:
     """The samples as telemetry CSV, written whole or not at all; how many rows."""
     count = 0
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     with atomic_writer(path) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
         writer = csv.writer(text, lineterminator="\n")

@@ -90,15 +90,19 @@ def figures(window: Window, sums: Tally, hosts: int) -> dict:
     length = window.end - window.start
     if sums.covered <= 0 or length <= 0:
         return {}
-    out = {"cpu_hours": round(sums.cpu_seconds / 3600, 6),
+    out = {"cpu_hours": significant(sums.cpu_seconds / 3600),
            "telemetry_coverage": round(min(sums.covered / (hosts * length), 1.0), 3)}
     if sums.util_seconds > 0:
         gpus = sum(len(ids) for ids in sums.gpus.values())
-        out["gpu_hours"] = round(gpus * length / 3600, 6)
+        out["gpu_hours"] = significant(gpus * length / 3600)
         out["gpu_utilization"] = round(sums.util_weighted / sums.util_seconds, 1)
     if sums.power_seen:
-        out["energy_wh"] = round(sums.joules / 3600, 3)
+        out["energy_wh"] = significant(sums.joules / 3600)
     return out
+
+
+def significant(value: float, digits: int = 6) -> float:
+    return float(f"{value:.{digits}g}")
 
 
 def per_trial(records: list[dict], parallel: bool, series: dict[str, Iterable[Sample]]) -> list[dict]:

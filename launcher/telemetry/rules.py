@@ -17,7 +17,7 @@ alike by the live view (session.py, every second) and the report (over the whole
   therefore not found by this rule; an input pipeline, a CPU quota, fewer or slower cores are).
 
 A rule needs its whole span covered: samples no more than MAX_GAP_S apart, from the start of the
-span to its end; a host whose sampler was silent is judged on nothing.
+span (within START_SLACK_S) to its end; a host whose sampler was silent is judged on nothing.
 """
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ SWAP_SPAN_S = 30.0
 STRAGGLER_RATIO = 1.3
 STRAGGLER_BUSY = 0.8
 MAX_GAP_S = 10.0
+START_SLACK_S = 2.5       # a span's first sample may come this long after the span begins (periods ≤ 2 s)
 ENOUGH = 0.8              # a figure must be reported by this share of a span's samples
 CLEAR_S = 30.0            # a warning not found again for this long is over
 
@@ -61,7 +62,7 @@ def last(window: Sequence[Sample], span: float) -> list[Sample]:
     end = window[-1].time
     picked = [s for s in window if s.time >= end - span - 1e-6]
     times = [s.time for s in picked]
-    covered = times[0] <= end - span + MAX_GAP_S and all(b - a <= MAX_GAP_S for a, b in zip(times, times[1:]))
+    covered = times[0] <= end - span + START_SLACK_S and all(b - a <= MAX_GAP_S for a, b in zip(times, times[1:]))
     return picked if covered and len(picked) >= 2 else []
 
 
@@ -179,13 +180,16 @@ class Episodes:
         return sorted(self.closed + list(self.active.values()), key=lambda e: (e.start, e.finding.key))
 
 
+def _tagged(host: str, samples: Iterable[Sample]):
+    return ((s.time, host, s) for s in samples)
+
+
 def replay(series: dict[str, Iterable[Sample]], sync: bool, step_s: float = 5.0) -> list[Episode]:
     """The warnings of a whole run, from every host's samples in time order (streamed: only the
     last SPAN_S s of each host is held)."""
     windows: dict[str, deque] = {host: deque() for host in series}
     episodes, next_look = Episodes(), None
-    merged = heapq.merge(*[((s.time, host, s) for s in samples) for host, samples in series.items()],
-                         key=lambda item: item[0])
+    merged = heapq.merge(*[_tagged(host, samples) for host, samples in series.items()], key=lambda item: item[0])
     for when, host, sample in merged:
         window = windows[host]
         window.append(sample)

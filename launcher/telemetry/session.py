@@ -235,7 +235,9 @@ class Session:
             if self._closing.is_set():
                 continue
             held = sampler.held
-            if sampler.stopped or held is None:
+            if sampler.stopped:
+                continue
+            if held is None:
                 if sampler.restart_at is not None and now >= sampler.restart_at:
                     self._launch(sampler)
                 continue
@@ -280,7 +282,8 @@ class Session:
 
     def _show(self) -> None:
         now = self.clock()
-        for host, sampler in self.samplers.items():
+        for host in self.windows:
+            sampler = self.samplers.get(host) or Sampler(host, HostStream(), last_heard=now)
             heard, sample = self.latest.get(host, (None, None))
             quiet = now - heard if heard is not None else None
             silent = quiet if quiet is not None and quiet > max(5.0, 3 * self.period_s) else None
