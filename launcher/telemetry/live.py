@@ -47,7 +47,7 @@ def mem_part(sample: Sample) -> str:
 
 
 def size(mib: float) -> str:
-    return f"{mib / GIB:.1f} GiB" if mib >= GIB else f"{mib:.0f} MiB"
+    return f"{mib / GIB:.1f} GiB" if mib >= GIB else f"{mib:.0f} MiB" if mib >= 10 else f"{mib:.1f} MiB"
 
 
 def net_part(sample: Sample) -> str:

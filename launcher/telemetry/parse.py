@@ -186,6 +186,7 @@ class HostStream:
         values = [_gpu_value(p, low, high) for p, (low, high) in zip(parts[1:], GPU_RANGES)]
         if index in self._gpus or len(self._gpus) < MAX_GPUS:
             self._gpus[index] = (self.clock(), Gpu(index, *values))
+        self.nvidia_said = ""                      # it reads: what it said before is no reason for anything
 
     def _tick(self, fields: list[str]) -> Sample:
         expect(len(fields) == 10)

@@ -127,6 +127,7 @@ class Session:
         self.samplers: dict[str, Sampler] = {}
         self.windows: dict[str, deque] = {h.name: deque() for h in plan.cluster.hosts}
         self.latest: dict[str, tuple[float, Sample]] = {}
+        self.counts: dict[str, int] = {}          # samples taken per host (the first has no rates to show)
         self.episodes = rules.Episodes()
         self.spools: dict[str, csvfile.Spool] = {}
         self.name = f"{os.getpid()}-{int(time.time())}"
@@ -221,6 +222,7 @@ class Session:
             while window and window[0].time < sample.time - KEEP_S:
                 window.popleft()
             self.latest[host] = (self.clock(), sample)
+            self.counts[host] = self.counts.get(host, 0) + 1
 
     def _spool(self, host: str) -> csvfile.Spool:
         if host not in self.spools:
@@ -289,10 +291,10 @@ class Session:
             silent = quiet if quiet is not None and quiet > max(5.0, 3 * self.period_s) else None
             if sampler.stopped:
                 line = "telemetry stopped"
-            elif sample is None:
+            elif sample is None or self.counts.get(host, 0) < 2:
                 if now - sampler.last_heard < 10:
-                    continue                    # starting: nothing to show yet
-                line = live.host_line(None, now - sampler.last_heard)
+                    continue                    # starting: nothing to show yet (rates need two samples)
+                line = live.host_line(sample, now - sampler.last_heard)
             else:
                 line = live.host_line(sample, silent)
             self.observer.telemetry(host, line)
