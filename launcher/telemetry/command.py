@@ -4,13 +4,15 @@ parameters of `sh -c`, never spliced into the script (the Connection quotes the 
 shlex).
 
 Every `period` seconds it prints one line of raw counters (`S`): /proc/uptime; the trainer
-container's CPU time and memory from its cgroup (v2, or v1's cpuacct and memory controllers;
+container's CPU time, the time its threads sat runnable waiting for a CPU (the sum of each
+thread's /proc/<tid>/schedstat) and its memory, from its cgroup (v2, or v1's cpuacct and memory controllers;
 the container found by its tfcompose labels, its cgroup from /proc/<pid>/cgroup, looked up again
 when the container restarts); its CPU quota; the NIC's bytes in and out (/proc/net/dev; the NIC
 that routes to the peers); the host's pages swapped in and out (/proc/vmstat). Beside it, one
 long-lived `nvidia-smi --query-gpu=… --format=csv,noheader,nounits -lms <period>` writes its own
 CSV lines (restarted after a crash, at most RESTARTS times). Everything but `read`, `printf` and
-`sleep` happens once (or once per container start): the loop forks only `sleep`.
+`sleep` happens once (or once per container start): the loop forks only `sleep`, and reads one
+small file per thread of the container.
 
 Lines it prints (parse.py reads them; anything else is garbage to drop):
     T <wall clock, UTC s> <uptime s>       the host's clock, at the start and every 60 ticks
@@ -18,7 +20,7 @@ Lines it prints (parse.py reads them; anything else is garbage to drop):
     N <nic>                                the NIC counted
     G none                                 GPUs wanted, but no nvidia-smi on the PATH
     K <1|2> <container id> <cpuset>        the container's cgroup was found
-    S <uptime> <cpu µs> <mem B> <mem limit B> <quota µs> <quota period µs> <rx B> <tx B> <swapped in> <out>
+    S <uptime> <cpu µs> <mem B> <mem limit B> <quota µs> <quota period µs> <rx B> <tx B> <swapped in> <out> <queued µs>
     E <status> / X                         nvidia-smi ended (and is restarted) / given up on
     0, 87, 10240, 16384, 215.43, 71        nvidia-smi's own line for one GPU
 
@@ -77,10 +79,10 @@ find_container() {
     case ",$ctl," in *,cpuset,*) cset=$path;; esac
   done < "$proc/$pid/cgroup"
   if [ -n "$v2" ] && [ -r "$sys$v2/cpu.stat" ]; then
-    mode=2 dir=$sys$v2 cpus=-; val "$dir/cpuset.cpus.effective" && [ -n "$v" ] && cpus=$v
+    mode=2 dir=$sys$v2 cpus=- tasks=$sys$v2/cgroup.threads; val "$dir/cpuset.cpus.effective" && [ -n "$v" ] && cpus=$v
   else
-    mode=1 cpu_file= quota_dir= mem_dir=$sys/memory$mem cpus=-
-    for d in cpuacct cpu,cpuacct cpuacct,cpu; do [ -r "$sys/$d$acct/cpuacct.usage" ] && cpu_file=$sys/$d$acct/cpuacct.usage && break; done
+    mode=1 cpu_file= quota_dir= mem_dir=$sys/memory$mem cpus=- tasks=
+    for d in cpuacct cpu,cpuacct cpuacct,cpu; do [ -r "$sys/$d$acct/cpuacct.usage" ] && cpu_file=$sys/$d$acct/cpuacct.usage && tasks=$sys/$d$acct/tasks && break; done
     for d in cpu cpu,cpuacct cpuacct,cpu; do [ -r "$sys/$d$cpuc/cpu.cfs_quota_us" ] && quota_dir=$sys/$d$cpuc && break; done
     val "$sys/cpuset$cset/cpuset.effective_cpus" && [ -n "$v" ] && cpus=$v
     [ -n "$cpu_file" ] && [ -r "$mem_dir/memory.usage_in_bytes" ] || return 1
@@ -90,7 +92,7 @@ find_container() {
 stat_value() { v=-; [ -r "$1" ] || return 1
   while read -r key value; do [ "$key" = "$2" ] && { v=$value; return 0; }; done < "$1"; }
 container_tick() {
-  cpu=- mem=- lim=- quota=- qp=- cur= inactive=
+  cpu=- mem=- lim=- quota=- qp=- cur= inactive= queued=-
   if [ "$mode" = 2 ]; then
     stat_value "$dir/cpu.stat" usage_usec && cpu=$v
     val "$dir/memory.current" && cur=$v; stat_value "$dir/memory.stat" inactive_file; inactive=$v
@@ -103,7 +105,12 @@ container_tick() {
     [ -n "$quota_dir" ] && val "$quota_dir/cpu.cfs_quota_us" && quota=$v && val "$quota_dir/cpu.cfs_period_us" && qp=$v
   fi
   if num "$cur" && num "$inactive" && [ "$inactive" -le "$cur" ]; then mem=$((cur - inactive)); elif num "$cur"; then mem=$cur; fi
-  num "$cpu" || { found=0; cpu=- mem=- lim=- quota=- qp=-; }
+  queued=-
+  if [ -r "$tasks" ]; then    # how long its threads sat runnable, waiting for a CPU (each thread's schedstat)
+    queued=0; while read -r tid; do read -r _ w _ 2>/dev/null < "$proc/$tid/schedstat" && num "$w" && queued=$((queued + w)); done < "$tasks"
+    queued=$((queued / 1000))
+  fi
+  num "$cpu" || { found=0; cpu=- mem=- lim=- quota=- qp=- queued=-; }
   num "$lim" || lim=-; num "$quota" || quota=-; num "$qp" || qp=-
 }
 host_tick() {
@@ -122,9 +129,9 @@ tick_loop() {
   while :; do
     if [ "$found" = 0 ]; then if [ "$wait" -le 0 ]; then find_container || wait=10; fi; wait=$((wait - 1)); fi
     read -r up _ < "$proc/uptime"
-    cpu=- mem=- lim=- quota=- qp=-; [ "$found" = 1 ] && container_tick
+    cpu=- mem=- lim=- quota=- qp=- queued=-; [ "$found" = 1 ] && container_tick
     host_tick
-    say "S $up $cpu $mem $lim $quota $qp $rx $tx $si $so"
+    say "S $up $cpu $mem $lim $quota $qp $rx $tx $si $so $queued"
     n=$((n + 1)); [ "$ticks" != 0 ] && [ "$n" -ge "$ticks" ] && return 0
     [ $((n % 60)) = 0 ] && anchor
     sleep "$period"

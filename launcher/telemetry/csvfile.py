@@ -9,7 +9,8 @@ name and renamed, and only then are the spools removed. Everything is streamed: 
 spools nor the CSV are ever whole in memory.
 
 Columns: time (the host's clock, UTC unix seconds), training (0/1), trial, epoch, cpu_cores,
-cpu_limit_cores, mem_mib, mem_limit_mib, net_in_mbit_s, net_out_mbit_s, swap_mb_s, then for each
+cpu_limit_cores, cpu_queued_cores (its threads runnable but waiting for a CPU, on average), mem_mib,
+mem_limit_mib, net_in_mbit_s, net_out_mbit_s, swap_mb_s, then for each
 GPU i: gpu<i>_util_pct, gpu<i>_mem_mib, gpu<i>_mem_total_mib, gpu<i>_power_w, gpu<i>_temp_c.
 An empty cell: not measured. A host without GPUs (or nvidia-smi) has no GPU columns.
 
@@ -38,11 +39,12 @@ FOLDER = "telemetry"
 SPOOLS = ".spool"
 MAX_ROWS = 20_000_000           # a month at one sample a second, with room
 MAX_ROW = 16 << 10              # bytes: 64 GPUs of 5 columns fit in 3 KB
-HOST_COLUMNS = ["time", "training", "trial", "epoch", "cpu_cores", "cpu_limit_cores", "mem_mib", "mem_limit_mib",
-                "net_in_mbit_s", "net_out_mbit_s", "swap_mb_s"]
+HOST_COLUMNS = ["time", "training", "trial", "epoch", "cpu_cores", "cpu_limit_cores", "cpu_queued_cores", "mem_mib",
+                "mem_limit_mib", "net_in_mbit_s", "net_out_mbit_s", "swap_mb_s"]
 GPU_FIELDS = [("util_pct", "util", 0.0, 100.0), ("mem_mib", "mem", 0.0, 1e7), ("mem_total_mib", "mem_total", 0.0, 1e7),
               ("power_w", "power", 0.0, 1e5), ("temp_c", "temp", -100.0, 200.0)]
-RANGES = {"time": (0.0, 1e11), "cpu_cores": (0.0, 1e5), "cpu_limit_cores": (0.0, 1e5), "mem_mib": (0.0, 1e9),
+RANGES = {"time": (0.0, 1e11), "cpu_cores": (0.0, 1e5), "cpu_limit_cores": (0.0, 1e5), "cpu_queued_cores": (0.0, 1e6),
+          "mem_mib": (0.0, 1e9),
           "mem_limit_mib": (0.0, 1e9), "net_in_mbit_s": (0.0, 1e7), "net_out_mbit_s": (0.0, 1e7), "swap_mb_s": (0.0, 1e7)}
 GPU_COLUMN = re.compile(r"^gpu([0-9]{1,4})_([a-z_]+)$")
 HOST_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")     # the inventory's names
@@ -67,7 +69,7 @@ def _cell(value: Optional[float]) -> str:
 
 
 def row(sample: Sample, gpu_ids: list[int]) -> list[str]:
-    values = [sample.time, None, None, None, sample.cpu, sample.cpu_limit, sample.mem, sample.mem_limit,
+    values = [sample.time, None, None, None, sample.cpu, sample.cpu_limit, sample.cpu_queued, sample.mem, sample.mem_limit,
               sample.net_in, sample.net_out, sample.swap]
     cells = [_cell(v) for v in values]
     cells[1:4] = [str(int(sample.training)), str(sample.trial), str(sample.epoch)]
@@ -108,7 +110,7 @@ def parse_row(cells: dict) -> Sample:
         if any(v is not None for v in reading.values()):
             gpus.append(Gpu(index, **reading))
     return Sample(time=values["time"], cpu=values["cpu_cores"], cpu_limit=values["cpu_limit_cores"],
-                  mem=values["mem_mib"], mem_limit=values["mem_limit_mib"], net_in=values["net_in_mbit_s"],
+                  cpu_queued=values["cpu_queued_cores"], mem=values["mem_mib"], mem_limit=values["mem_limit_mib"], net_in=values["net_in_mbit_s"],
                   net_out=values["net_out_mbit_s"], swap=values["swap_mb_s"], gpus=tuple(gpus),
                   training=cells["training"] == "1", trial=_whole(cells.get("trial") or "0", 1_000_000),
                   epoch=_whole(cells.get("epoch") or "0", 1_000_000))
@@ -179,7 +181,8 @@ def _regular(path: Path) -> bool:
 
 # --- spools: what a session appends while it samples ---------------------------------------------
 def spool_record(sample: Sample) -> str:
-    doc = {"t": sample.time, "c": sample.cpu, "cl": sample.cpu_limit, "m": sample.mem, "ml": sample.mem_limit,
+    doc = {"t": sample.time, "c": sample.cpu, "cl": sample.cpu_limit, "q": sample.cpu_queued, "m": sample.mem,
+           "ml": sample.mem_limit,
            "ni": sample.net_in, "no": sample.net_out, "s": sample.swap, "tr": int(sample.training), "ti": sample.trial,
            "e": sample.epoch, "g": [[g.index, g.util, g.mem, g.mem_total, g.power, g.temp] for g in sample.gpus]}
     return json.dumps(doc, separators=(",", ":"))
@@ -189,7 +192,8 @@ def parse_spool_line(line: str) -> Sample:
     doc = json.loads(line)
     if not isinstance(doc, dict) or not isinstance(doc.get("g"), list) or len(doc["g"]) > MAX_GPUS:
         raise ValueError("not a spool line")
-    cells = {"time": doc.get("t"), "cpu_cores": doc.get("c"), "cpu_limit_cores": doc.get("cl"), "mem_mib": doc.get("m"),
+    cells = {"time": doc.get("t"), "cpu_cores": doc.get("c"), "cpu_limit_cores": doc.get("cl"),
+             "cpu_queued_cores": doc.get("q"), "mem_mib": doc.get("m"),
              "mem_limit_mib": doc.get("ml"), "net_in_mbit_s": doc.get("ni"), "net_out_mbit_s": doc.get("no"),
              "swap_mb_s": doc.get("s"), "training": str(doc.get("tr")), "trial": str(doc.get("ti")),
              "epoch": str(doc.get("e"))}

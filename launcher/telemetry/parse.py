@@ -45,6 +45,7 @@ class Tick:
     tx: Optional[int]
     swap_in: Optional[int]
     swap_out: Optional[int]
+    queued_us: Optional[int]
 
 
 @dataclass
@@ -189,10 +190,10 @@ class HostStream:
         self.nvidia_said = ""                      # it reads: what it said before is no reason for anything
 
     def _tick(self, fields: list[str]) -> Sample:
-        expect(len(fields) == 10)
+        expect(len(fields) == 11)
         up = _real(fields, 0, 0, 1e10)
         expect(up is not None)
-        counters = [_int(fields, i, 0, LARGEST) for i in range(1, 10)]
+        counters = [_int(fields, i, 0, LARGEST) for i in range(1, 11)]
         tick = Tick(up, *counters)
         prev, self._prev = self._prev, tick
         when = self._anchor[0] + (up - self._anchor[1]) if self._anchor else self.wall()
@@ -204,6 +205,7 @@ class HostStream:
         return Sample(
             time=round(when, 3),
             cpu=self._rate(prev and prev.cpu_us, tick.cpu_us, 1e-6, dt) if rates else None,
+            cpu_queued=self._rate(prev and prev.queued_us, tick.queued_us, 1e-6, dt) if rates else None,
             cpu_limit=self._cpu_limit(tick),
             mem=None if tick.mem is None else tick.mem / MIB,
             mem_limit=self._mem_limit(tick),

@@ -2,19 +2,24 @@
 alike by the live view (session.py, every second) and the report (over the whole CSV, `replay`).
 
 - idle GPU: a GPU under IDLE_PCT % busy for SPAN_S s while its host trains;
-- input-bound: the host's GPUs under INPUT_BOUND_PCT % on average while its container keeps
-  ≥ SATURATED of the CPUs it may use busy, for SPAN_S s of training;
+- input-bound: the host's GPUs under INPUT_BOUND_PCT % on average while its container wants
+  ≥ SATURATED of the CPUs it may use (its CPU demand, below), for SPAN_S s of training;
 - swapping: the host swapped ≥ SWAP_MB_S MB/s in and out, on average over SWAP_SPAN_S s;
 - straggler (sync runs): a worker the others wait for. Workers of a sync run go in lockstep:
   every one takes the same steps per second, so epoch and step times are the same everywhere and
-  tell nobody apart. What differs is how much of each step a worker spends working rather than
-  waiting in the all-reduce for the slowest. The measure is the container's CPU-seconds per
-  training step divided by the CPU-seconds it could have had (CPUs it may use × step time): its
-  busy share, `Sample.cpu_share`, the same figure since all steps take as long. The straggler is
-  busy (≥ STRAGGLER_BUSY) and busier than STRAGGLER_RATIO × the median of the others for SPAN_S s
-  of training. Not GPU utilisation: NCCL's all-reduce kernels spin on the waiting workers' GPUs,
-  so a worker that waits shows as busy as the one it waits for (a slower GPU on one host is
-  therefore not found by this rule; an input pipeline, a CPU quota, fewer or slower cores are).
+  tell nobody apart. What differs is what each worker does within a step: the straggler computes
+  all along, while the others finish early and wait in the all-reduce, blocked, wanting no CPU.
+  The measure is the container's CPU demand per step, as a share of the CPUs it may use
+  (`Sample.cpu_demand`): the CPU-seconds it used plus those its threads spent runnable but
+  waiting for a CPU (each thread's schedstat: a host crowded by other work, or too few cores),
+  divided by CPUs × step time (every worker's steps take as long, so per second is per step).
+  The straggler wants ≥ STRAGGLER_BUSY of its CPUs and more than STRAGGLER_RATIO × the median of
+  the others', for SPAN_S s of training. Usage alone would miss a worker starved by other work
+  on its host (measured here: throttled to 0.1 CPU on a crowded machine it used 0.06, as much as
+  the worker waiting for it); the CPU quota shows in the CPUs it may use. Not GPU utilisation:
+  NCCL's all-reduce kernels spin on the waiting workers' GPUs, so a worker that waits shows as
+  busy as the one it waits for. A slower GPU on one host is therefore not found by this rule; an
+  input pipeline, a CPU quota, fewer or slower cores, or a host busy with other work are.
 
 A rule needs its whole span covered: samples no more than MAX_GAP_S apart, from the start of the
 span (within START_SLACK_S) to its end; a host whose sampler was silent is judged on nothing.
@@ -66,6 +71,12 @@ def last(window: Sequence[Sample], span: float) -> list[Sample]:
     return picked if covered and len(picked) >= 2 else []
 
 
+def demand(sample: Sample) -> Optional[float]:
+    """The CPU the container wanted, as a share of what it may use (used alone where the host did
+    not say how long its threads waited)."""
+    return sample.cpu_demand if sample.cpu_demand is not None else sample.cpu_share
+
+
 def _training(span: list[Sample]) -> bool:
     return bool(span) and all(s.training for s in span)
 
@@ -92,7 +103,7 @@ def input_bound(host: str, window: Sequence[Sample]) -> list[Finding]:
     if not _training(span):
         return []
     utils = [s.gpu_util for s in span if s.gpu_util is not None]
-    shares = [s.cpu_share for s in span if s.cpu_share is not None]
+    shares = [d for s in span if (d := demand(s)) is not None]
     if not (_enough(utils, span) and _enough(shares, span)):
         return []
     util, share = statistics.fmean(utils), statistics.fmean(shares)
@@ -101,8 +112,8 @@ def input_bound(host: str, window: Sequence[Sample]) -> list[Finding]:
     gpus = sorted({g.index for s in span for g in s.gpus})
     limit = span[-1].cpu_limit or 0
     return [Finding("input_bound", host, None, f"input-bound: GPU{'s' if len(gpus) > 1 else ''} "
-                    f"{', '.join(map(str, gpus))} averaged {util:.0f} % for {SPAN_S:g} s while the container kept "
-                    f"{share * limit:.1f} of its {limit:g} CPUs busy: the input pipeline cannot feed them")]
+                    f"{', '.join(map(str, gpus))} averaged {util:.0f} % for {SPAN_S:g} s while the container wanted "
+                    f"{share * limit:.1f} of its {limit:g} CPUs: the input pipeline cannot feed them")]
 
 
 def swapping(host: str, window: Sequence[Sample]) -> list[Finding]:
@@ -117,9 +128,9 @@ def swapping(host: str, window: Sequence[Sample]) -> list[Finding]:
 
 
 def busy_share(window: Sequence[Sample]) -> Optional[tuple[float, float]]:
-    """(busy share, CPUs it may use) over the last SPAN_S s of training, when known."""
+    """(CPU demand share, CPUs it may use) over the last SPAN_S s of training, when known."""
     span = last(window, SPAN_S)
-    shares = [s.cpu_share for s in span if s.cpu_share is not None]
+    shares = [d for s in span if (d := demand(s)) is not None]
     if not _training(span) or not _enough(shares, span):
         return None
     return statistics.fmean(shares), span[-1].cpu_limit or 0.0
@@ -135,9 +146,9 @@ def stragglers(windows: dict[str, Sequence[Sample]], sync: bool) -> list[Finding
     for host, (share, limit) in shares.items():
         others = statistics.median(s for h, (s, _) in shares.items() if h != host)
         if share >= STRAGGLER_BUSY and share > STRAGGLER_RATIO * others:
-            found.append(Finding("straggler", host, None, f"straggler: its container kept {share:.0%} of its {limit:g} "
-                                 f"CPUs busy for {SPAN_S:g} s while the other workers' averaged {others:.0%} "
-                                 "(in a sync run they wait for it at every step)"))
+            found.append(Finding("straggler", host, None, f"straggler: for {SPAN_S:g} s its container wanted {share:.2f}× "
+                                 f"the {limit:g} CPUs it may use (used, or waited for), the other workers {others:.2f}× "
+                                 "theirs (in a sync run they wait for it at every step)"))
     return found
 
 

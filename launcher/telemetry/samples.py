@@ -25,6 +25,7 @@ class Sample:
     time: float                         # the host's clock, UTC unix seconds
     cpu: Optional[float] = None         # CPU cores the trainer container used
     cpu_limit: Optional[float] = None   # CPU cores it may use (host CPUs, its quota, its cpuset)
+    cpu_queued: Optional[float] = None  # its threads runnable but waiting for a CPU, on average (CPUs' worth)
     mem: Optional[float] = None         # MiB the container used, page cache left out (as `docker stats`)
     mem_limit: Optional[float] = None   # MiB it may use (its limit, or the host's memory)
     net_in: Optional[float] = None      # Mbit/s received on the NIC that routes to the peers
@@ -41,6 +42,15 @@ class Sample:
         if self.cpu is None or not self.cpu_limit:
             return None
         return self.cpu / self.cpu_limit
+
+    @property
+    def cpu_demand(self) -> Optional[float]:
+        """How much CPU the container wanted, as a fraction of the CPUs it may use: what it used and
+        what its threads waited for (runnable, but another task had the CPU). Near or over 1, the
+        worker is short of CPU; a worker waiting in an all-reduce wants none."""
+        if self.cpu is None or self.cpu_queued is None or not self.cpu_limit:
+            return None
+        return (self.cpu + self.cpu_queued) / self.cpu_limit
 
     @property
     def gpu_util(self) -> Optional[float]:

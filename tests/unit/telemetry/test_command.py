@@ -20,8 +20,10 @@ CID = "0123456789ab" + "c" * 52
 def fake_host(root: Path, version: int, quota: str = "150000 100000") -> tuple[Path, Path, dict]:
     """(proc, sys, env): a host whose trainer container has pid 4242 and its cgroup."""
     proc, sys_, bin_ = root / "proc", root / "sys", root / "bin"
-    for folder in (proc / "4242", proc / "net", bin_):
+    for folder in (proc / "4242", proc / "4243", proc / "net", bin_):
         folder.mkdir(parents=True)
+    (proc / "4242" / "schedstat").write_text("900 2000000 5\n")      # ns run, ns waited for a CPU, slices
+    (proc / "4243" / "schedstat").write_text("900 3000000 5\n")
     (proc / "uptime").write_text("100.25 50.00\n")
     (proc / "meminfo").write_text("MemTotal:       16000000 kB\nMemFree: 1 kB\n")
     (proc / "vmstat").write_text("nr_free_pages 1\npswpin 10\npswpout 20\npgfault 3\n")
@@ -41,6 +43,7 @@ def fake_host(root: Path, version: int, quota: str = "150000 100000") -> tuple[P
         (cg / "memory.max").write_text("max\n")
         (cg / "cpu.max").write_text(quota + "\n")
         (cg / "cpuset.cpus.effective").write_text("0-3\n")
+        (cg / "cgroup.threads").write_text("4242\n4243\n4244\n")     # 4244 ended meanwhile
     else:
         path = f"/docker/{CID}"
         (proc / "4242" / "cgroup").write_text(f"4:memory:{path}\n3:cpu,cpuacct:{path}\n2:cpuset:{path}\n"
@@ -51,6 +54,7 @@ def fake_host(root: Path, version: int, quota: str = "150000 100000") -> tuple[P
         (acct / "cpuacct.usage").write_text("7000000000\n")
         (acct / "cpu.cfs_quota_us").write_text("-1\n")
         (acct / "cpu.cfs_period_us").write_text("100000\n")
+        (acct / "tasks").write_text("4242\n4243\n4244\n")
         mem = sys_ / "memory" / path[1:]
         (mem / "memory.usage_in_bytes").write_text("3000000\n")
         (mem / "memory.limit_in_bytes").write_text("9223372036854771712\n")
@@ -80,8 +84,9 @@ def test_it_reads_the_containers_cgroup_the_nic_and_swap(tmp_path, version):
     cpuset = "0-3" if version == 2 else "0-1,3"
     assert lines[3] == f"K {version} {CID[:12]} {cpuset}"
     limit, quota = ("-", "150000 100000") if version == 2 else ("9223372036854771712", "- 100000")
-    # CPU in µs, memory without the page cache, the limit, the quota, eth0's bytes (not eth0.5's), swap pages.
-    assert lines[4:] == [f"S 100.25 7000000 2000000 {limit} {quota} 5000 9000 10 20"] * 2
+    # CPU in µs, memory without the page cache, the limit, the quota, eth0's bytes (not eth0.5's), swap
+    # pages, and the µs its threads waited for a CPU.
+    assert lines[4:] == [f"S 100.25 7000000 2000000 {limit} {quota} 5000 9000 10 20 5000"] * 2
 
 
 def test_without_nvidia_smi_it_says_so_and_with_it_passes_its_lines_on(tmp_path):
@@ -108,7 +113,7 @@ def test_no_container_no_route_and_odd_files_give_dashes_not_errors(tmp_path):
     lines = subprocess.run(command.sampler("c", "h0", nic="wlan9", period_s=0.5, ticks=2, sys_root=str(sys_),
                                            proc_root=str(proc)), capture_output=True, text=True, env=env,
                            timeout=30).stdout.splitlines()
-    assert [line.split()[2:] for line in lines if line.startswith("S ")] == [["-", "-", "-", "-", "-", "-", "-", "10", "20"]] * 2
+    assert [line.split()[2:] for line in lines if line.startswith("S ")] == [["-", "-", "-", "-", "-", "-", "-", "10", "20", "-"]] * 2
 
 
 def held(tmp_path, ignore_term: bool, silence_s: int = 30):

@@ -13,7 +13,7 @@ from launcher.telemetry.samples import Gpu, Sample
 
 
 def sample(t: float, gpus=((0, 50.0),), **kw) -> Sample:
-    return Sample(time=t, cpu=1.5, cpu_limit=2.0, mem=100.0, mem_limit=1000.0, net_in=10.0, net_out=20.0, swap=0.0,
+    return Sample(time=t, cpu=1.5, cpu_limit=2.0, cpu_queued=0.25, mem=100.0, mem_limit=1000.0, net_in=10.0, net_out=20.0, swap=0.0,
                   gpus=tuple(Gpu(i, util=u, mem=1.0, mem_total=2.0, power=None, temp=40.0) for i, u in gpus),
                   training=True, trial=2, epoch=3, **kw)
 

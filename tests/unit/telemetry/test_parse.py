@@ -9,8 +9,8 @@ from hypothesis import given, settings, strategies as st
 from launcher.telemetry.parse import FLOOD_BYTES, LINE_MAX, Flood, HostStream, ascii_shown, cpuset_size
 
 HEAD = b"T 1700000000.5 100.0\nH 8 16000000 4096\nN eth0\nK 2 0123456789ab 0-3\n"
-TICK1 = b"S 100.0 1000000 1048576 2097152 200000 100000 1000 2000 10 20\n"
-TICK2 = b"S 101.0 3000000 2097152 2097152 200000 100000 126000 252000 10 276\n"
+TICK1 = b"S 100.0 1000000 1048576 2097152 200000 100000 1000 2000 10 20 0\n"
+TICK2 = b"S 101.0 3000000 2097152 2097152 200000 100000 126000 252000 10 276 500000\n"
 
 
 class Clock:
@@ -30,6 +30,8 @@ def test_two_ticks_give_rates_on_the_hosts_clock():
     assert first.time == 1700000000.5 and first.cpu is None and first.mem == 1.0
     assert second.time == 1700000001.5
     assert second.cpu == pytest.approx(2.0)                   # 2 s of CPU in 1 s
+    assert second.cpu_queued == pytest.approx(0.5)            # and its threads waited 0.5 s for a CPU
+    assert second.cpu_demand == pytest.approx(1.25)           # 2.5 CPUs wanted of the 2 it may use
     assert second.cpu_limit == pytest.approx(2.0)             # quota 2 CPUs < cpuset 4 < host 8
     assert second.mem == 2.0 and second.mem_limit == 2.0      # MiB
     assert second.net_in == pytest.approx(1.0) and second.net_out == pytest.approx(2.0)    # Mbit/s
@@ -86,8 +88,9 @@ GARBAGE = [
     b"0, 1e309, 1, 1, 1, 1",
     b"99999, 5, 1, 1, 1, 1",
     b"S 1 2 3",
-    b"S 101.0 -5 1 1 1 1 1 1 1 1",
-    b"S 101.0 99999999999999999999999 1 1 1 1 1 1 1 1",
+    b"S 101.0 -5 1 1 1 1 1 1 1 1 1",
+    b"S 101.0 99999999999999999999999 1 1 1 1 1 1 1 1 1",
+    b"S 101.0 1 1 1 1 1 1 1 1 1",
     b"T not a time",
     b"K 3 0123456789ab 0",
     b"N eth0;reboot",

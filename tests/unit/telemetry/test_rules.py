@@ -39,7 +39,7 @@ def test_input_bound_is_idle_gpus_while_the_container_saturates_its_cpus():
     window = series(gpus=((0, 12.0), (1, 20.0)), training=True, cpu=7.6, cpu_limit=8.0)
     found = rules.input_bound("h2", window)
     assert kinds(found) == [("input_bound", "h2", None)]
-    assert "GPUs 0, 1 averaged 16 %" in found[0].message and "7.6 of its 8 CPUs" in found[0].message
+    assert "GPUs 0, 1 averaged 16 %" in found[0].message and "wanted 7.6 of its 8 CPUs" in found[0].message
     assert rules.input_bound("h2", series(gpus=((0, 12.0),), training=True, cpu=4.0, cpu_limit=8.0)) == []
     assert rules.input_bound("h2", series(gpus=((0, 80.0),), training=True, cpu=7.9, cpu_limit=8.0)) == []
 
@@ -51,24 +51,26 @@ def test_swapping_is_a_sustained_rate_training_or_not():
     assert rules.swapping("h0", series(20, swap=9.0)) == []        # not yet 30 s
 
 
-def test_the_straggler_is_the_busy_worker_the_others_wait_for_in_a_sync_run():
-    windows = {"h0": series(training=True, cpu=0.3, cpu_limit=2.0),      # waits most of each step
-               "h1": series(training=True, cpu=0.19, cpu_limit=0.2),     # quota 0.2 CPU: busy all along
-               "h2": series(training=True, cpu=0.4, cpu_limit=2.0)}
+def test_the_straggler_is_the_worker_short_of_cpu_that_the_others_wait_for_in_a_sync_run():
+    windows = {"h0": series(training=True, cpu=0.3, cpu_queued=0.0, cpu_limit=2.0),     # waits most of each step
+               "h1": series(training=True, cpu=0.19, cpu_queued=0.0, cpu_limit=0.2),    # quota 0.2 CPU: busy all along
+               "h2": series(training=True, cpu=0.4, cpu_queued=0.0, cpu_limit=2.0)}
     found = rules.stragglers(windows, sync=True)
     assert kinds(found) == [("straggler", "h1", None)]
-    assert "95% of its 0.2 CPUs" in found[0].message and "averaged 18%" in found[0].message
+    assert "for 60 s its container wanted 0.95× the 0.2 CPUs it may use (used, or waited for), the other workers 0.17×" \
+        in found[0].message
     assert rules.stragglers(windows, sync=False) == []                 # parallel hosts wait for nobody
 
 
-def test_no_straggler_among_equals_nor_a_host_with_spare_cpus():
-    equal = {h: series(training=True, cpu=1.8, cpu_limit=2.0) for h in ("h0", "h1")}
-    assert rules.stragglers(equal, sync=True) == []
-    # A host with fewer CPUs uses a larger share of them, but with room to spare it waits like the rest.
-    roomy = {"h0": series(training=True, cpu=2.0, cpu_limit=4.0), "h1": series(training=True, cpu=2.0, cpu_limit=64.0)}
-    assert rules.stragglers(roomy, sync=True) == []
-    alone = {"h0": series(training=True, cpu=2.0, cpu_limit=2.0)}
-    assert rules.stragglers(alone, sync=True) == []
+def test_a_worker_starved_by_other_work_on_its_host_is_a_straggler_though_it_uses_little():
+    # Measured on this crowded machine: held to 0.1 CPU, h1 used 0.06 CPU, as much as h0 that waited
+    # for it; only the time its threads sat runnable without a CPU tells them apart.
+    windows = {"h0": series(training=True, cpu=0.06, cpu_queued=0.01, cpu_limit=2.0),
+               "h1": series(training=True, cpu=0.06, cpu_queued=0.3, cpu_limit=0.1)}
+    assert kinds(rules.stragglers(windows, sync=True)) == [("straggler", "h1", None)]
+    used_only = {h: [Sample(time=s.time, cpu=s.cpu, cpu_limit=s.cpu_limit, training=True) for s in w]
+                 for h, w in windows.items()}
+    assert rules.stragglers(used_only, sync=True) == []                # without schedstat: not found, not guessed
 
 
 def test_judge_runs_every_rule_over_every_host():

@@ -86,7 +86,7 @@ def test_a_full_queue_drops_and_counts_rather_than_grow(tmp_path):
     heard = []
     sampler = session_mod.Sampler("h0", s._stream(s.plan.cluster.hosts[0]))
     # What the Held thread does with a chunk: parse, queue; the queue is full.
-    for sample in sampler.stream.feed(b"S 1.0 - - - - - - - - -\n"):
+    for sample in sampler.stream.feed(b"S 1.0 - - - - - - - - - -\n"):
         try:
             s.queue.put_nowait(("h0", sample))
         except Exception:
