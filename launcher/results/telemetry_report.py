@@ -130,21 +130,23 @@ def plot(series: dict[str, HostSeries], doc: dict, episodes: list, out: Path, sa
     for ax, host in zip(axes[:, 0], hosts):
         _panel(ax, host, series[host], doc, [e for e in episodes if e.finding.host == host], t0)
     axes[-1, 0].set_xlabel("minutes since the first sample")
-    fig.suptitle("How busy the hardware was: GPU utilisation and the container's CPU share; trials shaded, "
+    fig.subplots_adjust(left=0.07, right=0.84, top=1 - 0.5 / fig.get_figheight(), bottom=0.45 / fig.get_figheight(),
+                        hspace=0.25)
+    fig.suptitle("How busy the hardware was: GPU utilisation and the container's CPU use; trials shaded, "
                  "epochs ticked, warnings in red", fontsize=10)
-    return save(fig, out / "telemetry.png")
+    return save(fig, out / "telemetry.png", layout=False)
 
 
 def _panel(ax, host: str, kept: HostSeries, doc: dict, episodes: list, t0: float) -> None:
     minutes = lambda t: (t - t0) / 60  # noqa: E731
     buckets = [kept.buckets[k] for k in sorted(kept.buckets)]
+    gap = max(2 * kept.width, rules.MAX_GAP_S) / 60
     for index in sorted({i for b in buckets for i in b.gpus}):
         points = [(minutes(b.time / b.n), b.gpus[index][0] / b.gpus[index][1]) for b in buckets if index in b.gpus]
-        ax.plot(*zip(*points), linewidth=1.2, label=f"GPU {index}")
+        ax.plot(*broken(points, gap), linewidth=1.2, label=f"GPU {index}")
     cpu = [(minutes(b.time / b.n), 100 * b.cpu_share / b.cpu_n) for b in buckets if b.cpu_n]
     if cpu:
-        label = f"CPU (of {kept.cpu_limit:g})" if kept.cpu_limit else "CPU"
-        ax.plot(*zip(*cpu), "--", color="grey", linewidth=1.0, label=label)
+        ax.plot(*broken(cpu, gap), "--", color="grey", linewidth=1.0, label="CPU used (% of its limit)")
     spans = trial_spans(doc, host)
     for i, (name, start, end) in enumerate(spans):
         ax.axvspan(minutes(start), minutes(end), color="#2a9d8f" if i % 2 else "#e9c46a", alpha=0.15, linewidth=0)
@@ -152,12 +154,29 @@ def _panel(ax, host: str, kept: HostSeries, doc: dict, episodes: list, t0: float
             ax.text(minutes(start), 101, name[:28], fontsize=7, va="bottom", clip_on=True)
     for t in kept.epochs:
         ax.axvline(minutes(t), ymin=0.94, ymax=1.0, color="black", linewidth=0.8)
-    for episode in episodes:
-        ax.axvspan(minutes(began(episode)), minutes(episode.end), ymin=0, ymax=0.05, color="red", alpha=0.6)
-    ax.set_ylim(0, 112)
+    for episode in episodes:                    # a band below 0, under the lines
+        ax.fill_between([minutes(began(episode)), minutes(episode.end)], -9, -3, color="red", alpha=0.7, linewidth=0,
+                        label="warning")
+    ax.set_ylim(-10, 112)
+    ax.set_yticks([0, 20, 40, 60, 80, 100])
     ax.set_ylabel(f"{host}\n% busy", fontsize=9)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="upper right", ncol=4)
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        unique = dict(zip(labels, handles))
+        ax.legend(unique.values(), unique.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0))
+
+
+def broken(points: list[tuple], gap: float) -> tuple[list, list]:
+    """x and y with a break (NaN) wherever two points are further apart than `gap`: no line drawn
+    across a stretch without samples."""
+    xs, ys = [], []
+    for i, (x, y) in enumerate(points):
+        if i and x - points[i - 1][0] > gap:
+            xs.append(math.nan)
+            ys.append(math.nan)
+        xs.append(x)
+        ys.append(y)
+    return xs, ys
 
 
 def began(episode) -> float:

@@ -199,14 +199,20 @@ def replay(series: dict[str, Iterable[Sample]], sync: bool, step_s: float = 5.0)
     """The warnings of a whole run, from every host's samples in time order (streamed: only the
     last SPAN_S s of each host is held)."""
     windows: dict[str, deque] = {host: deque() for host in series}
-    episodes, next_look = Episodes(), None
+    episodes, judged, when = Episodes(), None, None
     merged = heapq.merge(*[_tagged(host, samples) for host, samples in series.items()], key=lambda item: item[0])
     for when, host, sample in merged:
         window = windows[host]
         window.append(sample)
         while window and window[0].time < when - SPAN_S - MAX_GAP_S:
             window.popleft()
-        if next_look is None or when >= next_look:
-            episodes.update(judge({h: w for h, w in windows.items() if w and w[-1].time >= when - MAX_GAP_S}, sync), when)
-            next_look = when + step_s
+        if judged is None or when >= judged + step_s:
+            _look(episodes, windows, when, sync)
+            judged = when
+    if when is not None and when != judged:
+        _look(episodes, windows, when, sync)      # the run's last moment is judged too
     return episodes.all()
+
+
+def _look(episodes: Episodes, windows: dict, when: float, sync: bool) -> None:
+    episodes.update(judge({h: w for h, w in windows.items() if w and w[-1].time >= when - MAX_GAP_S}, sync), when)

@@ -214,6 +214,7 @@ def test_idle_gpus_and_a_straggler_are_named_live_and_the_run_brings_its_telemet
             watch.wait_for(rf"warning: h1: GPU {gpu} under 10 % busy for 60 s while h1 trains \(mean 2 %\)", 150)
         straggler = watch.wait_for(r"warning: h1: straggler: for 60 s its container wanted [\d.]+× the 0\.1 CPUs", 90)
         assert "warning: h0" not in watch.output, watch.output
+        time.sleep(10)                           # as a user reads it: the straggler goes on being one
         watch.proc.send_signal(signal.SIGINT)
         assert watch.finish(30) == 130, watch.output
     finally:
