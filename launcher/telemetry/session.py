@@ -17,6 +17,7 @@ RESTARTS times; ending takes at most STOP_S; and a host's trouble never reaches 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import queue
 import threading
@@ -43,6 +44,7 @@ RESTART_AFTER_S = 5.0     # then doubled at each restart
 STOP_S = 3.0
 STARTUP_S = 120.0         # a `run:` program (no progress file) counts as training after this long running
 FLUSH_S = 5.0
+SESSIONS = itertools.count()
 
 
 @dataclass
@@ -129,8 +131,9 @@ class Session:
         self.latest: dict[str, tuple[float, Sample]] = {}
         self.counts: dict[str, int] = {}          # samples taken per host (the first has no rates to show)
         self.episodes = rules.Episodes()
-        self.spools: dict[str, csvfile.Spool] = {}
-        self.name = f"{os.getpid()}-{int(time.time())}"
+        self.spools: dict[str, Optional[csvfile.Spool]] = {}     # None: it could not be written (said once)
+        self.name = f"{os.getpid()}-{int(time.time())}-{next(SESSIONS)}"
+        self._said: set = set()
         self._stop = threading.Event()
         self._closing = threading.Event()     # stop() has begun: what ends now is not restarted
         self._judge = threading.Thread(target=self._judge_loop, name="tfcompose-telemetry", daemon=True)
@@ -138,7 +141,6 @@ class Session:
     # --- life ----------------------------------------------------------------------------------
     def start(self) -> None:
         for host in self.plan.cluster.hosts:
-            ids = command.gpu_ids(self.plan.gpus(host))
             self.samplers[host.name] = Sampler(host.name, self._stream(host))
             self._launch(self.samplers[host.name])
         self._judge.start()
@@ -157,7 +159,8 @@ class Session:
         self._stop.set()
         self._judge.join(STOP_S + 2 * LOOK_S)
         for spool in self.spools.values():
-            spool.close()
+            if spool is not None:
+                spool.close()
         for host in self.spools:
             try:
                 csvfile.merge(self.run_dir, host)
@@ -202,11 +205,11 @@ class Session:
                 self._show()
                 self._warn()
                 if self.clock() - last_flush >= FLUSH_S:
-                    for spool in self.spools.values():
-                        spool.flush()
+                    for host, spool in self.spools.items():
+                        self._write(host, lambda s=spool: s.flush())
                     last_flush = self.clock()
             except Exception as exc:   # telemetry is a courtesy: it must never end the wait it watches
-                self.observer.warn(None, f"telemetry: {summary(exc)}")
+                self._say_once(None, f"telemetry: {summary(exc)}")
 
     def _take(self) -> None:
         while True:
@@ -216,7 +219,7 @@ class Session:
                 return
             training, trial, epoch = self.observer.doing(host, self.run_program)
             sample = replace(sample, training=training, trial=trial, epoch=epoch)
-            self._spool(host).add(sample)
+            self._write(host, lambda s=sample: self._spool(host).add(s))
             window = self.windows.setdefault(host, deque())
             window.append(sample)
             while window and window[0].time < sample.time - KEEP_S:
@@ -226,8 +229,29 @@ class Session:
 
     def _spool(self, host: str) -> csvfile.Spool:
         if host not in self.spools:
+            self.spools[host] = None            # until it is made: a folder that cannot be written is said once
             self.spools[host] = csvfile.Spool(self.run_dir, host, self.name)
         return self.spools[host]
+
+    def _write(self, host: str, write) -> None:
+        """A spool write; one that fails (an unwritable folder, a full disk) stops that host's
+        recording, said once: the live view and the warnings go on."""
+        if host in self.spools and self.spools[host] is None:
+            return
+        try:
+            write()
+        except OSError as exc:
+            spool = self.spools.get(host)
+            if spool is not None:
+                spool.close()
+            self.spools[host] = None
+            self._say_once(host, f"telemetry not recorded from here on: cannot write {exc.filename or self.run_dir}: "
+                                 f"{exc.strerror or exc}")
+
+    def _say_once(self, host, message: str) -> None:
+        if (host, message) not in self._said:
+            self._said.add((host, message))
+            self.observer.warn(host, message)
 
     def _tend(self) -> None:
         """Notes to pass on; samplers that ended, flooded or fell silent: started again, or not."""

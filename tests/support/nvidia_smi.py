@@ -9,7 +9,8 @@ by ", ", numbers without units, a field the GPU does not report as `[N/A]` or `[
     0, 87, 10240, 16384, 215.43, 71
 
 With `-lms N` it prints every GPU's line again every N ms until it is killed; `-L` lists the
-GPUs (`GPU 0: … (UUID: GPU-…)`), which preflight counts. `--id=0,2` limits the GPUs.
+GPUs (`GPU 0: … (UUID: GPU-…)`), which preflight counts. `--id=0,2` limits the GPUs (two unless
+`install` was given another count).
 
 The mode is read from `<script>.mode` at every loop (so a test switches it while it runs):
     good      one line per GPU per period; utilisation from `<script>.util` (default 3), power 55.5 W
@@ -26,10 +27,11 @@ from __future__ import annotations
 from pathlib import Path
 
 SCRIPT = r"""#!/bin/sh
-me=$0 ids=0,1 ms=0
+me=$0 ms=0
+ids=$(cat "$me.ids" 2>/dev/null || echo 0,1)
 for arg in "$@"; do
   case $arg in
-    -L) for i in 0 1; do echo "GPU $i: Stand-in GPU (UUID: GPU-0000000$i-stand-in)"; done; exit 0;;
+    -L) for i in $(echo "$ids" | tr , ' '); do echo "GPU $i: Stand-in GPU (UUID: GPU-0000000$i-stand-in)"; done; exit 0;;
     --id=*) ids=${arg#--id=};;
     -lms) next=ms;;
     *) [ "${next:-}" = ms ] && ms=$arg; next=;;
@@ -65,12 +67,13 @@ done
 """
 
 
-def install(folder: Path, mode: str = "good", util: int = 3, ignore_term: bool = False) -> Path:
-    """The stand-in as `folder/nvidia-smi` (folder: a directory on the host's PATH)."""
+def install(folder: Path, mode: str = "good", util: int = 3, ignore_term: bool = False, gpus: int = 2) -> Path:
+    """The stand-in as `folder/nvidia-smi` (folder: a directory on the host's PATH), with `gpus` GPUs."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "nvidia-smi"
     path.write_text(SCRIPT)
     path.chmod(0o755)
+    path.with_name("nvidia-smi.ids").write_text(",".join(str(i) for i in range(gpus)) + "\n")
     set_mode(path, mode, util)
     ignore = path.with_name("nvidia-smi.ignore-term")
     if ignore_term:

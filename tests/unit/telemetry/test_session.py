@@ -153,3 +153,16 @@ def test_telemetry_off_in_the_inventory_starts_nothing(tmp_path):
     with session_mod.sampling(group, plan, tmp_path) as s:
         assert s is None and isinstance(group.reporter, RecordingReporter)
     assert session_mod.period_of(make(cluster(1, telemetry={"period_s": 2}))) == 2.0
+
+
+def test_a_run_folder_that_cannot_be_written_is_said_once_and_the_live_view_goes_on(tmp_path):
+    (tmp_path / "run").write_text("a file where the run folder should be")
+    s, rep, clock = made(tmp_path)
+    for i in range(5):
+        clock.now += 1
+        feed(s, "h0", 5000.0 + i)
+        s._take()
+        s._show()
+    warned = [m for h, m in rep.warnings]
+    assert len(warned) == 1 and warned[0].startswith("telemetry not recorded from here on: cannot write"), warned
+    assert ("h0", "telemetry", "GPU 3%, CPU 1.0 of 2") in rep.events and len(s.windows["h0"]) == 5
