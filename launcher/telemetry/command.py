@@ -125,9 +125,14 @@ host_tick() {
   while read -r key value; do case $key in pswpin) si=$value;; pswpout) so=$value; break;; esac; done < "$proc/vmstat"
 }
 tick_loop() {
-  n=0 wait=0 found=0
+  n=0 wait=0 found=0 misses=0
   while :; do
-    if [ "$found" = 0 ]; then if [ "$wait" -le 0 ]; then find_container || wait=10; fi; wait=$((wait - 1)); fi
+    if [ "$found" = 0 ]; then
+      if [ "$wait" -le 0 ]; then   # looked for every 10 ticks, every 30 once it has been missing a minute
+        if find_container; then misses=0; else misses=$((misses + 1)); wait=10; [ "$misses" -gt 6 ] && wait=30; fi
+      fi
+      wait=$((wait - 1))
+    fi
     read -r up _ < "$proc/uptime"
     cpu=- mem=- lim=- quota=- qp=- queued=-; [ "$found" = 1 ] && container_tick
     host_tick
