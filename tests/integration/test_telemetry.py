@@ -164,6 +164,34 @@ def test_watch_shows_the_hardware_live_and_outlives_a_misbehaving_nvidia_smi(lab
     assert "gpu0_util_pct" in header and "gpu1_power_w" in header and "cpu_cores" in header
 
 
+def test_a_killed_watch_leaves_no_sampler_on_the_hosts_and_collect_keeps_what_it_sampled(lab, burning, tmp_path,
+                                                                                         capsys):
+    name, inv = burning
+    runs = tmp_path / "runs"
+    watch = CliProcess("watch", "-i", str(inv), "--runs", str(runs))
+    try:
+        watch.wait_for(r"^h1: hardware: CPU", 60)
+        time.sleep(3)
+        assert samplers_left(name)
+        watch.proc.kill()                        # kill -9: no clean-up runs in the launcher
+        watch.finish(10)
+    finally:
+        if watch.proc.poll() is None:
+            watch.proc.kill()
+    deadline = time.monotonic() + 15              # their SSH channels closed: each sampler ends itself
+    while samplers_left(name) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert samplers_left(name) == []
+    spools = list((runs / name / "0123456789ab" / "telemetry" / ".spool").glob("*.jsonl"))
+    assert sorted(p.name.split(".")[0] for p in spools) == ["h0", "h1"]
+    code, out, err = cli(capsys, "collect", "-i", str(inv), "--runs", str(runs))
+    assert code == 0, out + err                  # the burners wrote no results: a warning, not a failure
+    for host in ("h0", "h1"):
+        rows = (runs / name / "0123456789ab" / "telemetry" / f"{host}.csv").read_text().splitlines()
+        assert len(rows) >= 3 and rows[0].startswith("time,training,trial,epoch,cpu_cores")
+    assert not (runs / name / "0123456789ab" / "telemetry" / ".spool").exists()
+
+
 def memory_kb(pid: int) -> int:
     status = Path(f"/proc/{pid}/status").read_text()
     return int(re.search(r"^VmRSS:\s+(\d+) kB", status, re.M).group(1))
