@@ -140,11 +140,17 @@ def test_watch_shows_the_hardware_live_and_outlives_a_misbehaving_nvidia_smi(lab
         watch.wait_for(r"^h1: hardware: 2 GPUs 3% .*CPU 0\.\d+ of 0\.25", 60)
         watch.wait_for(r"^h0: hardware: CPU 0\.\d+ of 0\.5, mem [\d.]+ MiB of 256 MiB, net in \d+ out \d+ Mbit/s$", 10)
         rss = [memory_kb(watch.proc.pid)]
-        for mode, says in (("garbage", r"warning: h1: telemetry: ignored what is not a sample \(first: '0, 50, 1024, "
-                                        r"16384, 55\.5, 41\\\\x1b\]52;c"),
-                           ("crash", r"warning: h1: telemetry: nvidia-smi ended \(exit 139\); started again in 10 s"),
+        nvidia_smi.set_mode(stand_in, "garbage")
+        watch.wait_for(r"warning: h1: telemetry: ignored what is not a sample \(first: '0, 50, 1024, 16384, 55\.5, 41"
+                       r"\\\\x1b\]52;c", 40)
+        nvidia_smi.set_mode(stand_in, "silent")           # a wedged driver: nvidia-smi says nothing, and lives
+        time.sleep(3)
+        silent = (time.time() + 4, time.time() + 9)      # by then its last readings are stale
+        time.sleep(10)
+        for mode, says in (("crash", r"warning: h1: telemetry: nvidia-smi ended \(exit 139\); started again in 10 s"),
                            ("flood", r"warning: h1: telemetry stopped: the host sent more than 256 KiB or 4096 lines "
                                      r"in a second, which no sampler does")):
+            subprocess.run(["pkill", "-KILL", "-f", str(stand_in)], capture_output=True)   # the silent one (it ignores TERM)
             nvidia_smi.set_mode(stand_in, mode)
             watch.wait_for(says, 40)
             rss.append(memory_kb(watch.proc.pid))
@@ -159,9 +165,12 @@ def test_watch_shows_the_hardware_live_and_outlives_a_misbehaving_nvidia_smi(lab
     assert "Traceback" not in watch.output and "\x1b" not in watch.output
     time.sleep(2)
     assert samplers_left(name) == [] and nvidia_smi.running(stand_in) == []
-    csv = tmp_path / "runs" / name / "0123456789ab" / "telemetry" / "h1.csv"
-    header = csv.read_text().splitlines()[0]
-    assert "gpu0_util_pct" in header and "gpu1_power_w" in header and "cpu_cores" in header
+    import csv as csv_mod
+    rows = list(csv_mod.DictReader((tmp_path / "runs" / name / "0123456789ab" / "telemetry" / "h1.csv").open()))
+    assert {"gpu0_util_pct", "gpu1_power_w", "cpu_cores", "net_in_mbit_s"} <= set(rows[0])
+    assert rows[2]["gpu0_util_pct"] == "3" and rows[2]["cpu_limit_cores"] == "0.25"
+    quiet = [r for r in rows if silent[0] <= float(r["time"]) <= silent[1]]
+    assert quiet and all(r["gpu0_util_pct"] == "" and r["cpu_cores"] != "" for r in quiet), quiet   # no stale GPU figures
 
 
 def test_a_killed_watch_leaves_no_sampler_on_the_hosts_and_collect_keeps_what_it_sampled(lab, burning, tmp_path,
