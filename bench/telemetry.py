@@ -120,15 +120,17 @@ def idle_to_warning(group, plan, watcher: Watcher, run_dir: Path, stand_in: Path
     group.reporter = reporter
     session = telemetry.Session(group, plan, run_dir, 1.0)
     session.start()
-    seen = {"n": 0, "at": []}
+    first_after: dict[int, float] = {}          # warnings seen → when the count first passed it
 
     def watch_warnings():
         while not stop.is_set():
             count = sum(1 for _, m in reporter.warnings if "under 10 % busy" in m)
-            if count > seen["n"]:
-                seen["at"].append(time.monotonic())
-                seen["n"] = count
+            for n in range(count):
+                first_after.setdefault(n, time.monotonic())
             time.sleep(0.05)
+
+    def seen() -> int:
+        return len(first_after)
 
     stop = threading.Event()
     threading.Thread(target=watch_warnings, daemon=True).start()
@@ -140,14 +142,14 @@ def idle_to_warning(group, plan, watcher: Watcher, run_dir: Path, stand_in: Path
             while time.monotonic() < settle:
                 watcher.poll(session.observer)
                 time.sleep(0.5)
-            before = seen["n"]
+            before = seen()
             nvidia_smi.set_mode(stand_in, "good", 2)
             idle_at = time.monotonic()
-            while seen["n"] == before and time.monotonic() - idle_at < 180:
+            while seen() == before and time.monotonic() - idle_at < 180:
                 watcher.poll(session.observer)
                 time.sleep(0.5)
-            if seen["n"] > before:
-                latencies.append(seen["at"][before] - idle_at)
+            if seen() > before:
+                latencies.append(first_after[before] - idle_at)
     finally:
         stop.set()
         session.stop()
@@ -218,6 +220,7 @@ def main(repeats: int) -> None:
             results["launcher"] = {n: [launcher_cost(farm, tmp / f"c{n}-{r}", n, 60.0, f"r{r}m{n}") for r in range(repeats)]
                                    for n in (1, 8)}
             results["load"]["after_launcher"] = load()
+            (REPO / "docs" / "telemetry_bench.json").write_text(json.dumps(results, indent=1))     # so far
             results.update(training_parts(farm, tmp, image, repeats))
             results["load"]["end"] = load()
         finally:
