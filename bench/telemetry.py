@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -156,8 +156,17 @@ def idle_to_warning(group, plan, watcher: Watcher, run_dir: Path, stand_in: Path
     return latencies
 
 
-def launcher_cost(farm: SshdFarm, tmp: Path, hosts_n: int, seconds: float, tag: str) -> dict:
+def launcher_cost(tmp: Path, hosts_n: int, seconds: float, tag: str) -> dict:
     """Launcher CPU seconds per second and memory: `hosts_n` hosts sampled, against them held idle."""
+    (tmp / "ssh").mkdir(parents=True)
+    farm = SshdFarm(tmp / "ssh")
+    try:
+        return measure_launcher(farm, tmp, hosts_n, seconds, tag)
+    finally:
+        farm.stop()
+
+
+def measure_launcher(farm: SshdFarm, tmp: Path, hosts_n: int, seconds: float, tag: str) -> dict:
     bins = [tmp / f"b{i}" for i in range(hosts_n)]
     ports = free_ports(2 * hosts_n)
     hosts = []
@@ -186,6 +195,9 @@ def launcher_cost(farm: SshdFarm, tmp: Path, hosts_n: int, seconds: float, tag: 
             samples = sum(session.counts.values()) - samples0 if session else 0
             if session:
                 session.stop()
+                if samples < 0.5 * hosts_n * seconds:          # a bench of samplers that did not sample proves nothing
+                    raise SystemExit(f"{hosts_n} host(s) gave {samples} samples in {seconds:g} s: "
+                                     f"{group.reporter.warnings[-3:]}")
             out[mode] = {"cpu_per_s": cpu / elapsed, "rss_mb": rss / 1024, "rss_growth_mb": (rss - rss0) / 1024,
                          "samples_per_s": samples / elapsed, "host_sampler_cpu_per_s": host_cpu / elapsed / hosts_n}
     return out
@@ -212,15 +224,16 @@ def sampler_cpu_seconds() -> float:
 def main(repeats: int) -> None:
     image = build_image() and "tfcompose-trainer:bench"
     results: dict = {"machine": machine(), "load": {"start": load()}}
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))      # so that every host is stopped on the way out
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
+        results["launcher"] = {n: [launcher_cost(tmp / f"c{n}-{r}", n, 60.0, f"r{r}m{n}") for r in range(repeats)]
+                               for n in (1, 8)}
+        results["load"]["after_launcher"] = load()
+        (REPO / "docs" / "telemetry_bench.json").write_text(json.dumps(results, indent=1))     # so far
         (tmp / "ssh").mkdir()
         farm = SshdFarm(tmp / "ssh")
         try:
-            results["launcher"] = {n: [launcher_cost(farm, tmp / f"c{n}-{r}", n, 60.0, f"r{r}m{n}") for r in range(repeats)]
-                                   for n in (1, 8)}
-            results["load"]["after_launcher"] = load()
-            (REPO / "docs" / "telemetry_bench.json").write_text(json.dumps(results, indent=1))     # so far
             results.update(training_parts(farm, tmp, image, repeats))
             results["load"]["end"] = load()
         finally:

@@ -184,9 +184,12 @@ def nic_name(spec: Optional[str]) -> str:
 
 def sampler(cluster: str, host: str, *, gpus="", nic: str = "", peer: str = "", period_s: float = DEFAULT_PERIOD_S,
             ticks: int = 0, bound_s: int = BOUND_S, silence_s: int = SILENCE_S, sys_root: str = "/sys/fs/cgroup",
-            proc_root: str = "/proc") -> list[str]:
-    """The sampler's argv: held (ticks=0, ended by its stdin) or `ticks` samples then exit (status)."""
+            proc_root: str = "/proc", tag: Optional[str] = None) -> list[str]:
+    """The sampler's argv: held (ticks=0, ended by its stdin) or `ticks` samples then exit (status).
+    With a tag (connection.new_tag), the command is findable on the host by it (`end_command`):
+    for a login shell that hangs before the sampler even starts, so nothing it left can stay."""
     period = f"{max(0.1, min(float(period_s), 60.0)):g}"
     args = [period, str(int(float(period) * 1000)), cluster, host, nic_name(nic), peer, gpus, str(int(silence_s)),
             str(int(ticks)), sys_root, proc_root, QUERY, str(RESTARTS)]
-    return ["timeout", "-k", "5", str(int(bound_s)), "sh", "-c", SAMPLER, "tfcompose-telemetry", *args]
+    argv = ["timeout", "-k", "5", str(int(bound_s)), "sh", "-c", SAMPLER, "tfcompose-telemetry", *args]
+    return ["sh", "-c", '"$@"', tag, *argv] if tag else argv

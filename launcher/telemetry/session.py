@@ -29,6 +29,7 @@ from typing import Iterator, Optional
 
 from launcher.errors import summary
 from launcher.plan import Plan
+from launcher.ssh.connection import new_tag
 from launcher.ssh.tunnel import Held
 from launcher.telemetry import command, csvfile, live, rules
 from launcher.telemetry.parse import Flood, HostStream
@@ -116,6 +117,7 @@ class Sampler:
     stopped: str = ""              # why it will not be started again
     told_garbage: bool = False
     last_heard: float = 0.0
+    tag: str = ""                  # the command's tag on the host (connection.new_tag), to end it there
 
 
 class Session:
@@ -153,9 +155,13 @@ class Session:
         for held in helds:
             held.released.set()
         deadline = time.monotonic() + STOP_S
-        for held in helds:
-            if not held.ended.wait(max(0.0, deadline - time.monotonic())):
-                held.abort()
+        enders = []
+        for sampler in [s for s in self.samplers.values() if s.held is not None]:
+            if not sampler.held.ended.wait(max(0.0, deadline - time.monotonic())):
+                sampler.held.abort()
+                enders.append(self._end_on_host(sampler))
+        for ender in enders:
+            ender.join(max(0.0, deadline + STOP_S - time.monotonic()))
         self._stop.set()
         self._judge.join(STOP_S + 2 * LOOK_S)
         for spool in self.spools.values():
@@ -178,8 +184,10 @@ class Session:
             garbage, first = sampler.stream.garbage, sampler.stream.first_garbage
             sampler.stream = self._stream(host)
             sampler.stream.garbage, sampler.stream.first_garbage = garbage, first
+        sampler.tag = new_tag()
         argv = command.sampler(self.plan.cluster.name, host.name, gpus=command.gpu_ids(self.plan.gpus(host)),
-                               nic=self.plan.nic(host) or "", peer=peer_of(self.plan, host), period_s=self.period_s)
+                               nic=self.plan.nic(host) or "", peer=peer_of(self.plan, host), period_s=self.period_s,
+                               tag=sampler.tag)
 
         def heard(chunk: bytes) -> None:        # on the Held's thread; a Flood ends it
             sampler.last_heard = self.clock()
@@ -269,9 +277,19 @@ class Session:
                 continue
             if not held.ended.is_set() and now - sampler.last_heard > self.silent_after():
                 held.abort()
+                self._end_on_host(sampler)
                 self._ended(sampler, f"it said nothing for {now - sampler.last_heard:.0f} s")
             elif held.ended.is_set():
                 self._ended(sampler, self._why(held))
+
+    def _end_on_host(self, sampler: Sampler) -> threading.Thread:
+        """End, on the host, what the command left there (best effort, bounded, on a thread of its own:
+        the judge and `stop` never wait on a host that may not answer)."""
+        conn = self.group.conn(self.plan.cluster.host(sampler.host))
+        ender = threading.Thread(target=conn.end_command, args=(sampler.tag,), name="tfcompose-telemetry-end",
+                                 daemon=True)
+        ender.start()
+        return ender
 
     def silent_after(self) -> float:
         return max(30.0, 10 * self.period_s)

@@ -163,3 +163,5 @@ def test_what_nvidia_smi_is_asked_and_which_nic_is_counted():
     argv = command.sampler("c", "h0", gpus="all", nic="$(reboot)")
     assert argv[:6] == ["timeout", "-k", "5", str(command.BOUND_S), "sh", "-c"]
     assert "$(reboot)" not in argv           # the nic is no plain name: the route decides
+    tagged = command.sampler("c", "h0", tag="tfcompose-cmd-00ff")
+    assert tagged[:4] == ["sh", "-c", '"$@"', "tfcompose-cmd-00ff"] and tagged[4:] == command.sampler("c", "h0")

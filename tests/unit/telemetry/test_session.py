@@ -27,10 +27,20 @@ def progress(trial: int, epoch: int, done: bool = False):
     return SimpleNamespace(trial_index=trial, epoch=epoch, done=done)
 
 
+class Ended:
+    """The connection's `end_command`, recorded."""
+
+    def __init__(self):
+        self.tags = []
+
+    def end_command(self, tag):
+        self.tags.append(tag)
+
+
 def made(tmp_path, **spec):
-    clock = Clock()
+    clock, ended = Clock(), Ended()
     plan = make(cluster(2, **spec))
-    group = SimpleNamespace(reporter=RecordingReporter(), cluster=plan.cluster)
+    group = SimpleNamespace(reporter=RecordingReporter(), cluster=plan.cluster, conn=lambda host: ended, ended=ended)
     return session_mod.Session(group, plan, tmp_path / "run", 1.0, clock), group.reporter, clock
 
 
@@ -129,11 +139,18 @@ def test_a_flood_stops_the_hosts_telemetry_for_good_and_silence_cuts_it_off(tmp_
     assert ("h0", "telemetry", "telemetry stopped") in rep.events
     quiet = FakeHeld()
     quiet.ended.clear()
-    s.samplers["h1"] = session_mod.Sampler("h1", s._stream(s.plan.cluster.hosts[1]), held=quiet, last_heard=clock.now)
+    s.samplers["h1"] = session_mod.Sampler("h1", s._stream(s.plan.cluster.hosts[1]), held=quiet, last_heard=clock.now,
+                                           tag="tfcompose-cmd-0123456789abcdef")
     clock.now += s.silent_after() + 1
     s._launch = lambda sampler: None
     s._tend()
     assert quiet.aborted and "it said nothing for 31 s" in rep.warnings[-1][1]
+    for _ in range(50):                       # and what it left on the host is ended there, off the judge's thread
+        if s.group.ended.tags:
+            break
+        import time
+        time.sleep(0.02)
+    assert s.group.ended.tags == ["tfcompose-cmd-0123456789abcdef"]
 
 
 def test_what_a_host_says_wrong_is_told_once(tmp_path):
