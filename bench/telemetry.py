@@ -1,6 +1,6 @@
 """B12 telemetry: what sampling the hardware costs, and how soon an idle GPU is named.
 
-    BASE_IMAGE=tf-offline-base:cpu python bench/telemetry.py [REPEATS]
+    BASE_IMAGE=tf-offline-base:cpu python bench/telemetry.py [REPEATS] [launcher,memory,training]
 
 1. Overhead on step time, interleaved in one run: one sshd host on loopback trains `small_cnn`
    (one worker, its container given 1 CPU, synthetic 32×32 images) for many epochs while the
@@ -12,7 +12,8 @@
    90 % to 2 % (its file written: the moment counted from); the time until the launcher warns.
 3. The launcher's CPU and memory with 8 hosts sampling (8 sshd hosts on loopback, each a stand-in
    with 8 GPUs, period 1 s), against the same 8 connections held idle; and each host's sampler's
-   own CPU (the sh process and everything it ran, from /proc).
+   own CPU (the sh process and everything it ran, from /proc). Then its memory every 30 s over
+   five minutes of 8 hosts sampling: bounded, or growing.
 
 This machine is shared (other agents' tests and trainers run beside it): the load average is
 recorded with each part, and only ratios within one run are compared.
@@ -91,13 +92,13 @@ def overhead(group, plan, watcher: Watcher, run_dir: Path, blocks: int, containe
             session.start()
         first = done
         done = watcher.wait_epoch(done)
-        host0, box0, t0 = sampler_cpu_seconds(), container_cpu_seconds(container), time.monotonic()
+        host0, box0, t0 = sampler_cpu_seconds("tbench"), container_cpu_seconds(container), time.monotonic()
         for _ in range(BLOCK - 1):
             done = watcher.wait_epoch(done)
         for epoch in range(first + 2, done + 1):           # the block's first epoch saw the switch
             kept["on" if on else "off"].append(watcher.epochs[epoch])
         if session:
-            kept["sampler_cpu_s"] += sampler_cpu_seconds() - host0
+            kept["sampler_cpu_s"] += sampler_cpu_seconds("tbench") - host0
             kept["container_cpu_s"] += container_cpu_seconds(container) - box0
             kept["on_s"] += time.monotonic() - t0
             session.stop()
@@ -188,10 +189,10 @@ def measure_launcher(farm: SshdFarm, tmp: Path, hosts_n: int, seconds: float, ta
                 session.start()
             time.sleep(WARM_S)                     # connected, samplers started: then measured
             rss0, cpu0, t0 = rss_kb(), time.process_time(), time.monotonic()
-            host0, samples0 = sampler_cpu_seconds(), sum(session.counts.values()) if session else 0
+            host0, samples0 = sampler_cpu_seconds(tag), sum(session.counts.values()) if session else 0
             time.sleep(seconds)
             cpu, elapsed, rss = time.process_time() - cpu0, time.monotonic() - t0, rss_kb()
-            host_cpu = sampler_cpu_seconds() - host0 if session else 0.0
+            host_cpu = sampler_cpu_seconds(tag) - host0 if session else 0.0
             samples = sum(session.counts.values()) - samples0 if session else 0
             if session:
                 session.stop()
@@ -203,16 +204,46 @@ def measure_launcher(farm: SshdFarm, tmp: Path, hosts_n: int, seconds: float, ta
     return out
 
 
+def memory_over_time(tmp: Path, hosts_n: int, minutes: int) -> list[float]:
+    """The launcher's resident memory (MB) each 30 s while `hosts_n` hosts are sampled for `minutes`."""
+    (tmp / "ssh").mkdir(parents=True)
+    farm = SshdFarm(tmp / "ssh")
+    try:
+        ports = free_ports(2 * hosts_n)
+        hosts = []
+        for i in range(hosts_n):
+            folder = tmp / f"b{i}"
+            nvidia_smi.install(folder, util=50, gpus=8)
+            hosts.append(farm.start(f"long{i}", ports[2 * i], ports[2 * i + 1],
+                                    env={"PATH": f"{folder}:{os.environ['PATH']}"}))
+        farm.known_hosts()
+        cluster = load_cluster(write_inventory(farm, tmp / "long.yaml", "long", hosts, train={}))
+        plan = complete(make(cluster), {}, {h.name: "all" for h in cluster.hosts})
+        with Group(cluster, RecordingReporter()) as group:
+            session = telemetry.Session(group, plan, tmp / "run", 1.0)
+            session.start()
+            points = [rss_kb() / 1024]
+            for _ in range(minutes * 2):
+                time.sleep(30)
+                points.append(rss_kb() / 1024)
+            session.stop()
+        return points
+    finally:
+        farm.stop()
+
+
 def rss_kb() -> int:
     return int(next(line.split()[1] for line in Path("/proc/self/status").read_text().splitlines()
                     if line.startswith("VmRSS:")))
 
 
-def sampler_cpu_seconds() -> float:
-    """CPU seconds the samplers on this machine have used, with the children they waited for."""
+def sampler_cpu_seconds(cluster: str) -> float:
+    """CPU seconds this cluster's samplers on this machine have used, with the children they waited
+    for (other samplers, a test's beside the bench, are not counted)."""
     ticks = os.sysconf("SC_CLK_TCK")
     total = 0.0
-    for pid in subprocess.run(["pgrep", "-f", "tfcompose-telemetry"], capture_output=True, text=True).stdout.split():
+    found = subprocess.run(["pgrep", "-af", "tfcompose-telemetry"], capture_output=True, text=True).stdout.splitlines()
+    for pid in [line.split()[0] for line in found if f" {cluster} " in line]:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
@@ -221,24 +252,34 @@ def sampler_cpu_seconds() -> float:
     return total
 
 
-def main(repeats: int) -> None:
-    image = build_image() and "tfcompose-trainer:bench"
-    results: dict = {"machine": machine(), "load": {"start": load()}}
+def main(repeats: int, parts: list[str]) -> None:
+    """The parts asked for (launcher, memory, training), into the results of the parts run before."""
+    out = REPO / "docs" / "telemetry_bench.json"
+    results: dict = json.loads(out.read_text()) if out.exists() else {}
+    results.update({"machine": machine()})
+    results.setdefault("load", {})
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))      # so that every host is stopped on the way out
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        results["launcher"] = {n: [launcher_cost(tmp / f"c{n}-{r}", n, 60.0, f"r{r}m{n}") for r in range(repeats)]
-                               for n in (1, 8)}
-        results["load"]["after_launcher"] = load()
-        (REPO / "docs" / "telemetry_bench.json").write_text(json.dumps(results, indent=1))     # so far
-        (tmp / "ssh").mkdir()
-        farm = SshdFarm(tmp / "ssh")
-        try:
-            results.update(training_parts(farm, tmp, image, repeats))
-            results["load"]["end"] = load()
-        finally:
-            farm.stop()
-    (REPO / "docs" / "telemetry_bench.json").write_text(json.dumps(results, indent=1))
+        if "launcher" in parts:
+            results["load"]["launcher"] = load()
+            results["launcher"] = {str(n): [launcher_cost(tmp / f"c{n}-{r}", n, 60.0, f"r{r}m{n}")
+                                            for r in range(repeats)] for n in (1, 8)}
+            out.write_text(json.dumps(results, indent=1))
+        if "memory" in parts:
+            results["load"]["memory"] = load()
+            results["memory_mb"] = memory_over_time(tmp / "mem", 8, 5)
+            out.write_text(json.dumps(results, indent=1))
+        if "training" in parts:
+            (tmp / "ssh").mkdir()
+            farm = SshdFarm(tmp / "ssh")
+            try:
+                results["load"]["training_start"] = load()
+                results.update(training_parts(farm, tmp, build_image() and "tfcompose-trainer:bench", repeats))
+                results["load"]["training_end"] = load()
+            finally:
+                farm.stop()
+            out.write_text(json.dumps(results, indent=1))
     write_section("telemetry", report(results, repeats))
 
 
@@ -273,59 +314,63 @@ def training_parts(farm: SshdFarm, tmp: Path, image: str, repeats: int) -> dict:
 
 def report(r: dict, repeats: int) -> str:
     on, off = r["overhead"]["on"], r["overhead"]["off"]
-    sampler_share = r["overhead"]["sampler_cpu_s"] / max(r["overhead"]["container_cpu_s"], 1e-9)
-    sampler_core = r["overhead"]["sampler_cpu_s"] / max(r["overhead"]["on_s"], 1e-9)
     (m_on, s_on), (m_off, s_off) = summary(on), summary(off)
     cost = 1 - m_on / m_off
+    sampler_share = r["overhead"]["sampler_cpu_s"] / max(r["overhead"]["container_cpu_s"], 1e-9)
+    sampler_core = r["overhead"]["sampler_cpu_s"] / max(r["overhead"]["on_s"], 1e-9)
     lat = r["idle_to_warning_s"]
     rows = []
     for n, runs in r["launcher"].items():
         for mode in ("idle", "sampling"):
             cpu = [x[mode]["cpu_per_s"] * 100 for x in runs]
             rss = [x[mode]["rss_mb"] for x in runs]
-            growth = [x[mode]["rss_growth_mb"] for x in runs]
             per_host = [x[mode]["host_sampler_cpu_per_s"] * 100 for x in runs]
             samples = [x[mode]["samples_per_s"] for x in runs]
-            rows.append(f"| {n} | {mode} | {statistics.median(cpu):.1f} ({max(cpu) - min(cpu):.1f}) | "
-                        f"{statistics.median(rss):.0f} | {statistics.median(growth):+.1f} | "
-                        f"{statistics.median(samples):.1f} | {statistics.median(per_host):.2f} |")
+            rows.append(f"| {n} | {mode} | {statistics.median(cpu):.2f} ({max(cpu) - min(cpu):.2f}) | "
+                        f"{statistics.median(rss):.0f} | {statistics.median(samples):.1f} | "
+                        + (f"{statistics.median(per_host):.2f} ({max(per_host) - min(per_host):.2f}) |" if mode == "sampling"
+                           else "|"))
+    memory = r["memory_mb"]
     loads = r["load"]
     return f"""
-## B12 Telemetry: its cost on step time, an idle GPU named, the launcher with 8 hosts
+## B12 Telemetry: its cost, an idle GPU named, the launcher with 8 hosts
 
 {r['machine']}; `python bench/telemetry.py {repeats}`. This machine is shared with other agents'
-tests and trainers: load average {loads['start']:.1f} at the start, {r['load_training']:.1f} while
-training, {loads['end']:.1f} at the end (2 cores). Only ratios within the run are compared.
+tests and trainers (2 cores; load average {loads['launcher']:.1f} when the launcher part began,
+{loads['memory']:.1f} for the memory part, {r['load_training']:.1f} while training): only figures
+within one part are compared.
 
-**Overhead on step time** (one sshd host on loopback, `small_cnn`, one worker held to 1 CPU,
-sampled every 1 s with a stand-in nvidia-smi of 2 GPUs; ON and OFF blocks of {BLOCK} epochs
-interleaved in one run, the first epoch of each block dropped): training images/s per epoch,
-median (spread) over {len(on)} epochs sampled and {len(off)} not: **{m_on:.0f} ({s_on:.0f})** sampled,
-**{m_off:.0f} ({s_off:.0f})** not ({cost:+.1%}): on this machine, crowded by other agents' work,
-one epoch's speed varies several-fold from one to the next, far more than any difference the
-sampler could make, so this comparison bounds nothing. What the sampler costs is measured
-directly instead, in the same ON blocks: its own CPU (the sh loop and everything it ran, from
-/proc) was **{sampler_core:.2%} of one core**, **{sampler_share:.2%}** of the CPU the training
-container used meanwhile: the most it can take from a step that is CPU-bound (goal ≤ 1 %). The
-launcher runs on the same 2 cores here; on a laptop it would not.
+**What the sampler costs the training** (one sshd host on loopback, `small_cnn`, one worker held to
+1 CPU, sampled every 1 s with a stand-in nvidia-smi of 2 GPUs; {len(on)} epochs sampled and
+{len(off)} not, in blocks of {BLOCK} interleaved in one run, the first epoch of each block dropped):
+the sampler's own CPU (its sh loop and everything it ran, from /proc) was **{sampler_core:.2%} of one
+core**, **{sampler_share:.2%}** of the CPU the training container used meanwhile: the most it can take
+from a step that is CPU-bound (goal ≤ 1 %). Training images/s per epoch, median (spread):
+{m_on:.0f} ({s_on:.0f}) sampled, {m_off:.0f} ({s_off:.0f}) not ({cost:+.1%}): on this crowded machine one
+epoch's speed varies several-fold from the next, far more than any difference the sampler could
+make, so this comparison bounds nothing here. The launcher, here on the same 2 cores, is measured
+apart (below); on a laptop it takes nothing from the hosts.
 
 **From a GPU going idle to the warning**: {len(lat)} times, the stand-in's utilisation written from
 90 % to 2 % while the host trained: the warning came after **{statistics.median(lat):.1f} s** (median;
-{min(lat):.1f}–{max(lat):.1f} s), for a rule that needs 60 s under 10 % (goal ≤ 60 s after the
-idle minute: the minute itself is the rule; the rest is the sampler's period, the stand-in's own
-period and the judge's 1 s pace).
+{min(lat):.1f}–{max(lat):.1f} s). The rule is "under 10 % for 60 s", so 60 s is its floor; the rest is
+the stand-in's own period (1 s), the sampler's (1 s) and the judge's pace (1 s).
 
 **The launcher with 1 and 8 hosts sampling** (sshd hosts on loopback, stand-ins of 8 GPUs each,
-period 1 s; {repeats} repetitions of 60 s; "idle": the same connections held, no sampler): the
-launcher's CPU (% of one core, threads included; spread in brackets), its memory (resident) and
-how it grew over the minute, the samples it took, and each host's sampler's own CPU (% of one core:
-the sh loop and the `sleep`s it ran; nvidia-smi's is the stand-in's and is left out).
+period 1 s; {repeats} repetitions of 60 s after 20 s to start; "idle": the same connections held, no
+sampler): the launcher's CPU (% of one core, all its threads; spread in brackets), its resident
+memory, the samples it took, and each host's sampler's own CPU (% of one core: the sh loop and what
+it ran; the stand-in's own CPU left out).
 
-| hosts | launcher | CPU % (spread) | RSS MB | RSS growth MB | samples/s | sampler CPU % per host |
-|---:|---|---:|---:|---:|---:|---:|
+| hosts | launcher | CPU % (spread) | RSS MB | samples/s | sampler CPU % per host (spread) |
+|---:|---|---:|---:|---:|---:|
 {chr(10).join(rows)}
+
+Its memory while 8 hosts were sampled for five minutes, every 30 s (MB): {", ".join(f"{m:.1f}" for m in memory)}:
+what grows is the first 80 s of samples the rules keep per host (SPAN + 2 gaps), then it stays.
 """
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3,
+         sys.argv[2].split(",") if len(sys.argv) > 2 else ["launcher", "memory", "training"])
