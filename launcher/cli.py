@@ -158,13 +158,15 @@ def status_cmd(inventory_path: Path = InventoryOpt, as_json: bool = typer.Option
                parallel: Optional[int] = ParallelOpt) -> None:
     """Each host's container: state, exit code, uptime, restarts, last progress line; and its leases."""
     from launcher.stages.status import status
-    from launcher.view import leases_table, out, status_table
+    from launcher.view import leases_table, out, status_table, table
     cluster = _load(inventory_path)
     states = status(cluster, parallel=parallel)
     if as_json:
         print(json.dumps([asdict(st) for st in states], indent=2))
         return
     out.print(status_table(cluster, states))
+    if any(st.hardware_line for st in states):       # GPUs, CPU, memory, network now (telemetry)
+        out.print(table("hardware now", ["host", "GPUs, CPU, memory, network"], [[st.host, st.hardware_line] for st in states]))
     out.print(leases_table(states))
     for st in states:
         for note in st.lease_notes:
@@ -173,14 +175,16 @@ def status_cmd(inventory_path: Path = InventoryOpt, as_json: bool = typer.Option
 
 @app.command("watch")
 def watch_cmd(inventory_path: Path = InventoryOpt,
-              poll: float = typer.Option(2.0, "--poll", min=0.2, help="seconds between looks at the hosts")) -> None:
-    """Attach to a running cluster: each host's trial, epoch, images/s, metrics and ETA until the run
-    ends (Ctrl-C leaves it running). Stops nothing, collects nothing."""
+              poll: float = typer.Option(2.0, "--poll", min=0.2, help="seconds between looks at the hosts"),
+              runs: Path = RunsOpt) -> None:
+    """Attach to a running cluster: each host's trial, epoch, images/s, metrics, ETA and hardware until
+    the run ends (Ctrl-C leaves it running). Stops nothing, collects nothing; records the hardware's
+    telemetry into the run's folder."""
     from launcher.stages.watch import watch
     from launcher.view import RichReporter
     cluster = _load_tracked(inventory_path)
     with RichReporter([h.name for h in cluster.hosts]) as rep:
-        outcome = watch(cluster, rep, poll)
+        outcome = watch(cluster, rep, poll, runs)
     if outcome.failed:
         raise ClusterFailed(outcome.message)
     _say(outcome.message)

@@ -19,6 +19,7 @@ class Reporter(Protocol):
     def transfer(self, host: str, what: str, done: int, total: int, elapsed_s: float) -> None: ...
     # Work on this machine that the hosts wait for (saving the image and splitting it into layers).
     def local(self, what: str, done: int, total: int, elapsed_s: float) -> None: ...
+    def telemetry(self, host: str, line: str) -> None: ...      # the host's hardware now, as one line
 
 
 # No ETA until the rate is known well enough: the first bytes of a transfer come after its
@@ -65,6 +66,9 @@ class NullReporter:
     def local(self, what: str, done: int, total: int, elapsed_s: float) -> None:
         pass
 
+    def telemetry(self, host: str, line: str) -> None:
+        pass
+
 
 class RecordingReporter:
     """Keeps every call: for tests, and for the CLI's end-of-run summary."""
@@ -97,6 +101,10 @@ class RecordingReporter:
     def local(self, what: str, done: int, total: int, elapsed_s: float) -> None:
         with self._lock:
             self.events.append(("", "local", f"{what} {done}/{total}"))
+
+    def telemetry(self, host: str, line: str) -> None:
+        with self._lock:
+            self.events.append((host, "telemetry", line))
 
     def stages(self, host: str) -> list[str]:
         return [s for h, s, _ in self.events if h == host]

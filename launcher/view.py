@@ -14,6 +14,7 @@ from launcher.text import clock, printable
 UNWRAPPED = 100_000     # columns off a terminal: nothing is cut or wrapped, whatever COLUMNS says
 THIS_MACHINE = "this machine"   # the row of work done here (no host is called so: a name has no space)
 LOCAL_LINE_S = 10.0     # off a terminal, a line about work here at most this often
+HARDWARE_EVERY_S = 30   # off a terminal, a host's hardware line at most this often
 
 
 def _console(stderr: bool) -> Console:
@@ -57,6 +58,7 @@ class RichReporter:
         self.search_line = ""                   # the search's progress, as one line
         self.whole = None                       # a parallel search's progress (trainer/progress.SearchProgress)
         self.here: tuple[float, str] | None = None   # work on this machine the hosts wait for: (fraction, text)
+        self.hardware: dict[str, str] = {}      # host → its telemetry line (launcher/telemetry)
         self._printed: dict[str, tuple] = {}
         self.live = Live(self._table(), console=out, refresh_per_second=4, transient=False) if out.is_terminal else None
         self._lock = threading.Lock()
@@ -64,18 +66,20 @@ class RichReporter:
     def _table(self) -> Table:
         from rich.progress_bar import ProgressBar
         t = Table(show_header=True, header_style="bold")
-        for column in ("host", "stage", "search", "detail"):
+        hardware = ("hardware",) if self.hardware else ()
+        for column in ("host", "stage", "search", "detail", *hardware):
             t.add_column(column, overflow="fold")
         for host, (stage, detail) in self.stages.items():
             p, text = self.bars.get(host, (None, ""))
             done = p.fraction if p else self.sending.get(host)
             bar = ProgressBar(total=1.0, completed=done, width=20) if done is not None else Text("")
-            t.add_row(Text(host), Text(stage), bar, Text(printable(text or detail)))
+            t.add_row(Text(host), Text(stage), bar, Text(printable(text or detail)),
+                      *[Text(self.hardware.get(host, "")) for _ in hardware])
         if self.search_line:
-            t.add_row(Text("all"), Text("search"), Text(""), Text(self.search_line))
+            t.add_row(Text("all"), Text("search"), Text(""), Text(self.search_line), *[Text("") for _ in hardware])
         if self.here:
             t.add_row(Text(THIS_MACHINE), Text("image"), ProgressBar(total=1.0, completed=self.here[0], width=20),
-                      Text(self.here[1]))
+                      Text(self.here[1]), *[Text("") for _ in hardware])
         return t
 
     def stage(self, host: str, stage: str, detail: str = "") -> None:
@@ -148,6 +152,18 @@ class RichReporter:
             if done >= total or last is None or elapsed_s - last >= LOCAL_LINE_S:
                 self._printed[f"{THIS_MACHINE}/{what}"] = elapsed_s
                 say(f"{THIS_MACHINE}: {text}")
+    def telemetry(self, host: str, line: str) -> None:
+        """A host's hardware now: a column of the live table; off a terminal a line at most every
+        HARDWARE_EVERY_S (the warnings come at once, through `warn`)."""
+        import time
+        line = printable(line)
+        with self._lock:
+            self.hardware[host] = line
+            if self.live:
+                self.live.update(self._table())
+            elif time.monotonic() - self._printed.get(f"{host}/hardware", (-1e9,))[0] >= HARDWARE_EVERY_S:
+                self._printed[f"{host}/hardware"] = (time.monotonic(),)
+                say(f"{host}: hardware: {line}")
 
     def warn(self, host: str | None, message: str) -> None:
         shout(f"warning: {host + ': ' if host else ''}{message}")
@@ -206,10 +222,12 @@ def leaderboard(run_dir: Path) -> Table | None:
         rows = report.ranked(results.load(run_dir))
     except results.ResultsError:
         return None
+    from launcher.telemetry.live import trial_columns
+    hardware, figures = trial_columns(rows)         # GPU-hours, utilisation, energy, CPU-hours (telemetry)
     cells = [[i, r["candidate"], f"{r['val_accuracy']:.4f}", f"{r['val_loss']:.4f}", f"{r['train_seconds']:.1f}",
-              f"{r['images_per_second']:.0f}", f"{r['params']:,}", r.get("host", ""), trial_state(r)]
-             for i, r in enumerate(rows, start=1)]
-    columns = ["rank", "trial", "val_acc", "val_loss", "train s", "img/s", "params", "host", "state"]
+              f"{r['images_per_second']:.0f}", f"{r['params']:,}", *more, r.get("host", ""), trial_state(r)]
+             for (i, r), more in zip(enumerate(rows, start=1), figures)]
+    columns = ["rank", "trial", "val_acc", "val_loss", "train s", "img/s", "params", *hardware, "host", "state"]
     searched = values.texts(rows)           # the values that won (and lost), beside each trial
     if any(searched):
         columns.insert(2, "values")

@@ -40,6 +40,15 @@ OPTIONAL_RECORD_KEYS = {
     "hyperparameters": (dict, "a mapping of values", lambda v: all(isinstance(k, str) and (_number(x) or isinstance(x, str))
                                                                   for k, x in v.items())),
     "host": (str, "a host name", lambda v: len(v) <= 64),
+    # The trial's wall clock (UTC unix seconds, the clock of the host that trained it), and what the
+    # launcher's telemetry measured over it (added at collect: launcher/telemetry/assemble.py).
+    "started_at": (NUMBER, "a time in UTC unix seconds", lambda v: _real(v) and 0 <= v <= 1e11),
+    "ended_at": (NUMBER, "a time in UTC unix seconds", lambda v: _real(v) and 0 <= v <= 1e11),
+    "gpu_hours": (NUMBER, "GPU-hours ≥ 0", lambda v: _real(v) and 0 <= v <= 1e9),
+    "gpu_utilization": (NUMBER, "a percentage 0–100", lambda v: _real(v) and 0 <= v <= 100),
+    "energy_wh": (NUMBER, "watt-hours ≥ 0", lambda v: _real(v) and 0 <= v <= 1e12),
+    "cpu_hours": (NUMBER, "CPU core-hours ≥ 0", lambda v: _real(v) and 0 <= v <= 1e9),
+    "telemetry_coverage": (NUMBER, "a share 0–1", lambda v: _real(v) and 0 <= v <= 1),
 }
 SEARCH_KEYS = {"sampler": str, "pruner": str, "trials": int, "reduction_factor": int, "min_epochs": int,
                "max_epochs": int, "rungs": list, "hosts": list, "lost": dict}
@@ -206,6 +215,7 @@ HOST_FIGURES = {
     "params": lambda v: _whole(v, 1e12), "epochs": lambda v: _whole(v, 100_000), "epochs_run": lambda v: _whole(v, 100_000),
     "resumed_from_epoch": lambda v: _whole(v, 100_000), "start": lambda v: _whole(v, 1_000_000),
     "stopped_early": lambda v: isinstance(v, bool),
+    "started_at": lambda v: _real(v) and 0 <= v <= 1e11, "ended_at": lambda v: _real(v) and 0 <= v <= 1e11,
     "curve": lambda v: isinstance(v, list) and len(v) <= 100_000 and all(_real(x) and (math.isnan(x) or 0 <= x <= 1) for x in v),
 }
 

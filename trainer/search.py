@@ -230,6 +230,7 @@ def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str,
         "images_per_second": round(data.train_count * epochs_run / max(sum(progress.train_seconds), 1e-9), 1),
         "epochs": epochs, "epochs_run": epochs_run, "resumed_from_epoch": resumed,
         "stopped_early": resumed + epochs_run < epochs, "params": int(model.count_params()), "history": history,
+        "started_at": round(time.time() - (time.monotonic() - started), 3), "ended_at": round(time.time(), 3),
         **({"allreduce": wire} if cfg.allreduce != AllreduceConfig() else {}),   # a file from before keeps its fields
         # Every worker runs it, the chief keeps it: reading batch normalisation's moving statistics
         # (sync-on-read variables) is an all-reduce under MWMS, so one worker alone would hang or

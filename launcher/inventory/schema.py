@@ -243,6 +243,12 @@ class MlflowTracking(_Strict):
 class Tracking(_Strict):
     # MLflow: the search as one parent run, each trial one child run, the best model registered.
     mlflow: MlflowTracking = field(..., expected="a mapping with uri, experiment, register_as and timeout_s (each optional)")
+class TelemetrySettings(_Strict):
+    # Sample every host's GPUs (nvidia-smi), its container's CPU and memory, its network and swap
+    # while `up --wait` and `watch` run: the live view, telemetry/<host>.csv, per-trial figures.
+    enabled: bool = field(True, expected="true or false", strict=True)
+    # Seconds between samples on every host.
+    period_s: float = field(1.0, expected="a number of seconds 0.5–2", ge=0.5, le=2)
 
 
 class Inventory(_Strict):
@@ -279,6 +285,8 @@ class Inventory(_Strict):
     on_failure: Optional[PlainText] = field(None, expected="a shell command (text without control characters)")
     # Experiment tracking on this machine's side (the hosts never reach the tracker): README "Tracking".
     tracking: Optional[Tracking] = field(None, expected="a mapping with mlflow: {uri, experiment, register_as}")
+    # Hardware telemetry while the cluster trains (README: "Is the hardware busy?").
+    telemetry: TelemetrySettings = field(TelemetrySettings(), expected="a mapping")
     # When you outgrow SSH: the same cluster as a Kubernetes JobSet or a Slurm batch script.
     kubernetes: Optional[KubernetesTarget] = field(None, expected="a mapping")
     slurm: Optional[SlurmTarget] = field(None, expected="a mapping")

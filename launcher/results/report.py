@@ -3,6 +3,7 @@
 - leaderboard.png: validation accuracy per trial, annotated with loss, time, images/s, parameters
 - curves.png: accuracy and validation accuracy per epoch, one panel per trial
 - confusion_matrix.png: the best trial on the validation set
+- telemetry.png, with a run's telemetry: how busy each host's hardware was (results/telemetry_report.py)
 """
 from __future__ import annotations
 
@@ -156,7 +157,9 @@ def _save(fig, path: Path, layout: bool = True) -> Path:
     return path
 
 
-def markdown(doc: dict, rows: list[dict], pictures: list[Path]) -> str:
+def markdown(doc: dict, rows: list[dict], pictures: list[Path], hardware_lines: list[str] = ()) -> str:
+    from launcher.telemetry.live import trial_columns
+    hardware, figures = trial_columns(rows)      # GPU-hours, utilisation, energy, CPU-hours, when measured
     best = rows[0]
     lines = ["# tfcompose report", "",
              f"Best: **{_cell(best['candidate'])}** with validation accuracy **{best['val_accuracy']:.4f}** "
@@ -165,18 +168,20 @@ def markdown(doc: dict, rows: list[dict], pictures: list[Path]) -> str:
              f"restarts {doc.get('restarts', 0)}, {doc.get('images', {}).get('train', '?')} training and "
              f"{doc.get('images', {}).get('val', '?')} validation images; {doc.get('started', '?')} → "
              f"{doc.get('finished', '?')}, TensorFlow {doc.get('tensorflow', '?')}.", "",
-             "| rank | trial | values | val_accuracy | val_loss | train s | img/s | params | epochs | host |",
-             "|---:|---|---|---:|---:|---:|---:|---:|---:|---|"]
-    for i, (r, searched) in enumerate(zip(rows, values.texts(rows)), start=1):
+             "| rank | trial | values | val_accuracy | val_loss | train s | img/s | params | epochs | "
+             + "".join(f"{c} | " for c in hardware) + "host |",
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|" + "---:|" * len(hardware) + "---|"]
+    for (i, (r, searched)), more in zip(enumerate(zip(rows, values.texts(rows)), start=1), figures):
         epochs = f"{r.get('resumed_from_epoch', 0) + r.get('epochs_run', r['epochs'])}/{r['epochs']}"
         state = f" ({state_text(r)})" if r.get("state") not in (None, "complete") else ""
         lines.append(f"| {i} | {_cell(str(r['candidate']) + state)} | {_cell(searched)} | {r['val_accuracy']:.4f} | {r['val_loss']:.4f} | "
                      f"{r['train_seconds']:.1f} | {r['images_per_second']:.0f} | {r['params']:,} | {epochs} | "
-                     f"{_cell(r.get('host', ''))} |")
+                     + "".join(f"{c} | " for c in more) + f"{_cell(r.get('host', ''))} |")
     lines.append("")
     if "search" in doc:
         from launcher.results import search_report
         lines += search_report.markdown(doc)
+    lines += list(hardware_lines)
     lines += [f"![{p.stem}]({p.name})" for p in pictures]
     return "\n".join(lines) + "\n"
 
@@ -211,7 +216,10 @@ def write_report(folder: str | Path) -> Report:
         pictures.append(search_report.plot_search(doc, folder, _save))
         effect = search_report.plot_parameters(doc, folder, _save)
         pictures += [effect] if effect else []
-    text = markdown(doc, rows, pictures)
+    from launcher.results import telemetry_report
+    hardware_lines, hardware_pictures = telemetry_report.section(folder, doc, _save)   # telemetry/<host>.csv, if any
+    pictures += hardware_pictures
+    text = markdown(doc, rows, pictures, hardware_lines)
     from launcher.results import outcome
     made = outcome.read(folder)
     if made is not None and made.failed:        # results of an earlier attempt: the run itself failed since

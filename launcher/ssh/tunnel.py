@@ -35,6 +35,7 @@ class Held:
     def __init__(self, conn, command: str | Sequence[str], every: float, on_output: Callable[[bytes], None]):
         self.conn, self.command, self.every, self.on_output = conn, command, every, on_output
         self.released = threading.Event()
+        self.aborted = threading.Event()       # `abort`: end now, whatever the command does
         self.ended = threading.Event()
         self.status: Optional[int] = None
         self.error: Optional[BaseException] = None
@@ -55,6 +56,11 @@ class Held:
                 return False
         return True
 
+    def abort(self) -> None:
+        """End without waiting for the command: its channel is closed at the next poll (a host that
+        went silent, or sends what it should not); the host's sshd then ends the session."""
+        self.aborted.set()
+
     def _hold(self) -> None:
         try:
             self.status = self._run()
@@ -64,12 +70,12 @@ class Held:
         finally:
             self.ended.set()
 
-    def _run(self) -> int:
+    def _run(self) -> Optional[int]:
         channel = self.conn.client.get_transport().open_session(timeout=OPEN_TIMEOUT_S)
         try:
             channel.exec_command(quote_command(self.command))
             next_beat, stdin_open = 0.0, True
-            while True:
+            while not self.aborted.is_set():
                 if stdin_open and self.released.is_set():
                     channel.shutdown_write()
                     stdin_open = False
@@ -87,6 +93,7 @@ class Held:
                     return channel.recv_exit_status()
                 else:
                     channel.status_event.wait(POLL_S)
+            return None
         finally:
             channel.close()
 

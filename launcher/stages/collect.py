@@ -25,6 +25,7 @@ from launcher.results import outcome
 from launcher.ssh import transfer
 from launcher.ssh.group import Group
 from launcher.stages.status import attach, containers, newest, run_label, statuses
+from launcher.telemetry.assemble import assemble
 from launcher.tracking import upload as tracking
 from trainer import results
 
@@ -55,6 +56,8 @@ def collect_into(group: Group, plan: Plan, runs_dir: Path, state: str = "unknown
         state = "finished"
     outcome.write(run_dir, cluster.name, plan.run, state, message)
     point_latest(group, run_dir)
+    for problem in assemble(run_dir, [h.name for h in cluster.hosts]):     # telemetry/<host>.csv, per-trial figures
+        group.reporter.warn(None, problem)
     write_report(group, run_dir)
     tracking.after_collect(group.reporter, plan, plan.run, run_dir)     # with `tracking:`; a tracker down is a warning
     return run_dir

@@ -40,6 +40,8 @@ class HostStatus:
     leases: list = field(default_factory=list)   # `status` only: every lease on the host (leases.LeaseView)
     waiting: list = field(default_factory=list)  # `up --queue`s waiting there, oldest first
     lease_notes: list = field(default_factory=list)   # what of the lease folder was ignored, or why it was not read
+    hardware: Optional[dict] = None   # `status` only: its GPUs, CPU, memory and network now (telemetry/live.py)
+    hardware_line: str = ""           # the same as one line, or why there is none
 
 
 def containers(conn, cluster: str, host: str) -> list[dict]:
@@ -148,7 +150,26 @@ def status(cluster: Cluster, reporter=None, parallel: Optional[int] = None) -> l
     with Group(cluster, reporter, parallel) as group:
         states = statuses(group)
         add_leases(group, states)
+        add_hardware(group, states)
         return states
+
+
+def add_hardware(group: Group, states: list[HostStatus]) -> None:
+    """Each reachable host's hardware now (telemetry/once.py), unless the inventory turns telemetry off."""
+    from launcher.plan import make
+    from launcher.telemetry import live, once
+    if not group.cluster.spec.telemetry.enabled:
+        return
+    answered = [h for h in group.cluster.hosts if h.name in {st.host for st in states if st.state != "unreachable"}]
+    found = once.snapshot(group, make(group.cluster), answered)
+    for st in states:
+        if st.host not in found:
+            continue
+        sample = found[st.host]
+        if isinstance(sample, BaseException):
+            st.hardware_line = f"not measured: {summary(sample)}"
+        else:
+            st.hardware, st.hardware_line = live.as_json(sample), live.host_line(sample) if sample else "nothing measured"
 
 
 def add_leases(group: Group, states: list[HostStatus]) -> None:

@@ -29,6 +29,7 @@ from launcher.ssh.group import Group
 from launcher.stages import hooks, leases, links, preflight, push, render, start, wait
 from launcher.stages.collect import collect_into
 from launcher.tracking.outbox import live
+from launcher.telemetry.session import sampling
 
 
 @dataclass
@@ -74,7 +75,8 @@ def up(cluster: Cluster, reporter=None, parallel: Optional[int] = None, wait_for
             group.reporter.stage(host.name, "running")
         report = UpSummary(plan.run_id, how, pushed, images, started, matrix, plan.nics, datasets)
         if wait_for_end:
-            with live(group, plan, plan.run_id):      # with `tracking:`, each epoch to the tracker as it comes
+            # with `tracking:`, each epoch to the tracker as it comes; hardware telemetry into the run folder
+            with live(group, plan, plan.run_id), sampling(group, plan, Path(runs_dir) / cluster.name / plan.run_id):
                 report.outcome = wait.wait_for_end(group, plan, poll_s)
             try:
                 finish(group, plan, report.outcome, Path(runs_dir))

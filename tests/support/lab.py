@@ -66,6 +66,11 @@ class LabHost:
         return {**os.environ, "DOCKER_HOST": self.docker_host}
 
     @property
+    def bin(self) -> Path:
+        """A folder first on the PATH of this host's SSH sessions (stand-ins such as nvidia-smi go there)."""
+        return self.folder / "bin"
+
+    @property
     def authorized_keys(self) -> Path:
         return self.folder / "dot-ssh" / "authorized_keys"
 
@@ -174,6 +179,7 @@ class Lab:
 
     def _start_host(self, host: LabHost, engine: bool = True) -> None:
         host.workdir.mkdir(parents=True)
+        host.bin.mkdir()
         (host.folder / "dot-ssh").mkdir(mode=0o700)
         host.authorized_keys.write_text(self.user_key.with_suffix(".pub").read_text())
         if host.ns and engine:
@@ -208,7 +214,7 @@ class Lab:
             f"Port {host.port}", f"ListenAddress {host.address}", f"HostKey {f}/host_key", f"PidFile {f}/sshd.pid",
             "PasswordAuthentication no", "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password",
             "StrictModes no", "UsePAM no", "Subsystem sftp internal-sftp", "LogLevel VERBOSE",
-            f"SetEnv PATH={os.environ.get('PATH', '/usr/bin:/bin')} DOCKER_HOST={host.docker_host}"]) + "\n")
+            f"SetEnv PATH={host.bin}:{os.environ.get('PATH', '/usr/bin:/bin')} DOCKER_HOST={host.docker_host}"]) + "\n")
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)
         Path("/root/.ssh").mkdir(mode=0o700, exist_ok=True)   # the mount point of each host's own ~/.ssh
         home_ssh = Path.home() / ".ssh"

@@ -71,3 +71,9 @@ def test_the_measured_link_reaches_train_yaml_only_for_auto_and_never_over_the_u
         assert config["allreduce"]["link_mbit_s"] == expected, train
     unmeasured = plan_mod.measured(plan_mod.make(cluster(2, train={"allreduce": "auto"})), None)
     assert unmeasured.train_config().allreduce.link_mbit_s is None
+
+
+def test_how_the_launcher_samples_the_hardware_is_not_what_runs():
+    plain = plan_mod.make(cluster(2)).run_id
+    assert plan_mod.make(cluster(2, telemetry={"enabled": False})).run_id == plain
+    assert plan_mod.make(cluster(2, telemetry={"period_s": 0.5})).run_id == plain

@@ -156,3 +156,27 @@ def test_the_terminal_leaderboard_shows_the_values_each_trial_tried_beside_it(tm
                                        '"hyperparameters": {"learning_rate": 0.001}}]}')
     view.out.print(view.leaderboard(grid))
     assert "values" not in capsys.readouterr().out          # a grid's names hold their values already
+
+
+def test_a_hosts_hardware_is_a_column_on_a_terminal_and_a_line_every_half_minute_off_it(capsys, monkeypatch):
+    import io
+    from rich.console import Console
+    clock = [100.0]
+    monkeypatch.setattr("time.monotonic", lambda: clock[0])
+    plain = view.RichReporter(["h0"])
+    for line in ("GPU 3%, CPU 1.0 of 2", "GPU 4%, CPU 1.0 of 2\x1b[2J"):
+        plain.telemetry("h0", line)
+        clock[0] += 10
+    clock[0] += 20
+    plain.telemetry("h0", "GPU 90%, CPU 1.9 of 2\x1b]52;c;eA==\x07")
+    assert capsys.readouterr().out.splitlines() == ["h0: hardware: GPU 3%, CPU 1.0 of 2", "h0: hardware: GPU 90%, CPU 1.9 of 2"]
+
+    monkeypatch.setattr(view, "out", Console(file=io.StringIO(), force_terminal=True, width=160, color_system=None))
+    live = view.RichReporter(["h0", "h1"])
+    with live:
+        live.stage("h0", "running")
+        live.telemetry("h0", "GPU 87%, CPU 3.4 of 8")
+    shown = Console(file=io.StringIO(), width=160, color_system=None)
+    shown.print(live._table())
+    table = shown.file.getvalue()
+    assert "hardware" in table.splitlines()[1] and "GPU 87%, CPU 3.4 of 8" in table

@@ -66,3 +66,21 @@ def test_the_best_is_a_trial_trained_to_the_end_before_a_pruned_or_lost_one():
 def test_results_json_refuses_a_number_no_reader_can_use():
     with pytest.raises(results.ResultsError, match=r"candidates\[0\].train_seconds"):
         results.check({"schema": 1, "candidates": [{**record("t", 0.5), "train_seconds": 10 ** 400}]}, "r.json")
+
+
+@pytest.mark.parametrize("key, bad", [("started_at", "yesterday"), ("ended_at", -1.0), ("gpu_hours", True),
+                                      ("gpu_utilization", 140.0), ("energy_wh", float("inf")), ("cpu_hours", -0.5),
+                                      ("telemetry_coverage", 1.5)])
+def test_a_trials_times_and_telemetry_figures_are_checked(key, bad):
+    good = {**record("t", 0.5), "started_at": 1.7e9, "ended_at": 1.7e9 + 60, "gpu_hours": 0.03, "gpu_utilization": 87.5,
+            "energy_wh": 12.5, "cpu_hours": 0.1, "telemetry_coverage": 1.0}
+    results.check({"schema": 1, "candidates": [good]}, "r.json")
+    with pytest.raises(results.ResultsError, match=rf"candidates\[0\].{key}: Received"):
+        results.check({"schema": 1, "candidates": [{**good, key: bad}]}, "r.json")
+
+
+def test_a_parallel_host_tells_the_chief_when_its_trial_ran_and_nothing_it_measured_itself():
+    sent = {"val_accuracy": 0.5, "started_at": 1.7e9, "ended_at": 1.7e9 + 5.5, "gpu_hours": 9.0}
+    assert results.host_figures(sent, 2, "h1's trial 3") == {"val_accuracy": 0.5, "started_at": 1.7e9, "ended_at": 1.7e9 + 5.5}
+    with pytest.raises(results.ResultsError, match="started_at"):
+        results.host_figures({"started_at": "noon"}, 2, "h1's trial 3")

@@ -1,0 +1,330 @@
+"""telemetry/<host>.csv: its one owner (writer, readers, and the spools it is made from).
+
+While `up --wait` or `watch` runs, each host's samples are appended to a spool in the run folder
+(`telemetry/.spool/<host>.<session>.jsonl`, one JSON object per line, flushed every few seconds,
+locked while its session writes it). When the session ends, and again at `collect` (which finds
+what a killed launcher left), `merge` turns every spool no session holds, with the CSV already
+there, into `telemetry/<host>.csv`: time-ordered, one row per sample, written under a temporary
+name and renamed, and only then are the spools removed. Everything is streamed: neither the
+spools nor the CSV are ever whole in memory.
+
+Columns: time (the host's clock, UTC unix seconds), training (0/1), trial, epoch, cpu_cores,
+cpu_limit_cores, cpu_queued_cores (its threads runnable but waiting for a CPU, on average), mem_mib,
+mem_limit_mib, net_in_mbit_s, net_out_mbit_s, swap_mb_s, then for each
+GPU i: gpu<i>_util_pct, gpu<i>_mem_mib, gpu<i>_mem_total_mib, gpu<i>_power_w, gpu<i>_temp_c.
+An empty cell: not measured. A host without GPUs (or nvidia-smi) has no GPU columns.
+
+Reading checks every cell (a number in its range, or empty); a row that fails is skipped, and a
+file is read up to MAX_ROWS rows of at most MAX_ROW bytes: a CSV is data to check, wherever it
+came from.
+"""
+from __future__ import annotations
+
+import contextlib
+import csv
+import fcntl
+import heapq
+import io
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import IO, Iterable, Iterator, Optional
+
+from launcher.files import atomic_writer
+from launcher.telemetry.samples import MAX_GPUS, Gpu, Sample, finite
+
+FOLDER = "telemetry"
+SPOOLS = ".spool"
+MAX_ROWS = 20_000_000           # a month at one sample a second, with room
+MAX_ROW = 16 << 10              # bytes: 64 GPUs of 5 columns fit in 3 KB
+HOST_COLUMNS = ["time", "training", "trial", "epoch", "cpu_cores", "cpu_limit_cores", "cpu_queued_cores", "mem_mib",
+                "mem_limit_mib", "net_in_mbit_s", "net_out_mbit_s", "swap_mb_s"]
+GPU_FIELDS = [("util_pct", "util", 0.0, 100.0), ("mem_mib", "mem", 0.0, 1e7), ("mem_total_mib", "mem_total", 0.0, 1e7),
+              ("power_w", "power", 0.0, 1e5), ("temp_c", "temp", -100.0, 200.0)]
+RANGES = {"time": (0.0, 1e11), "cpu_cores": (0.0, 1e5), "cpu_limit_cores": (0.0, 1e5), "cpu_queued_cores": (0.0, 1e6),
+          "mem_mib": (0.0, 1e9),
+          "mem_limit_mib": (0.0, 1e9), "net_in_mbit_s": (0.0, 1e7), "net_out_mbit_s": (0.0, 1e7), "swap_mb_s": (0.0, 1e7)}
+GPU_COLUMN = re.compile(r"^gpu([0-9]{1,4})_([a-z_]+)$")
+HOST_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")     # the inventory's names
+PLACES = 3
+
+
+def csv_path(run_dir: Path, host: str) -> Path:
+    return Path(run_dir) / FOLDER / f"{host}.csv"
+
+
+def hosts_with_csv(run_dir: Path) -> list[str]:
+    """The hosts that have a telemetry CSV in the run folder (regular files with a host's name)."""
+    folder = Path(run_dir) / FOLDER
+    if not folder.is_dir() or folder.is_symlink():
+        return []
+    return sorted(p.stem for p in folder.glob("*.csv") if HOST_NAME.match(p.stem) and _regular(p))
+
+
+# --- rows ---------------------------------------------------------------------------------------
+def _cell(value: Optional[float]) -> str:
+    return "" if value is None else f"{value:.{PLACES}f}".rstrip("0").rstrip(".")
+
+
+def row(sample: Sample, gpu_ids: list[int]) -> list[str]:
+    values = [sample.time, None, None, None, sample.cpu, sample.cpu_limit, sample.cpu_queued, sample.mem, sample.mem_limit,
+              sample.net_in, sample.net_out, sample.swap]
+    cells = [_cell(v) for v in values]
+    cells[1:4] = [str(int(sample.training)), str(sample.trial), str(sample.epoch)]
+    by_index = {g.index: g for g in sample.gpus}
+    for index in gpu_ids:
+        gpu = by_index.get(index)
+        cells += [_cell(getattr(gpu, attr) if gpu else None) for _, attr, _, _ in GPU_FIELDS]
+    return cells
+
+
+def header(gpu_ids: list[int]) -> list[str]:
+    return HOST_COLUMNS + [f"gpu{i}_{name}" for i in gpu_ids for name, *_ in GPU_FIELDS]
+
+
+def _number(text: str, low: float, high: float) -> Optional[float]:
+    if text == "":
+        return None
+    value = float(text)
+    if not (finite(value) and low <= value <= high):
+        raise ValueError(text)
+    return value
+
+
+def _whole(text: str, high: int) -> int:
+    if not text.isdigit() or int(text) > high:
+        raise ValueError(text)
+    return int(text)
+
+
+def parse_row(cells: dict) -> Sample:
+    """One CSV row (a DictReader's) as a Sample; ValueError when a cell is not what the writer writes."""
+    values = {name: _number(cells.get(name) or "", *RANGES[name]) for name in RANGES}
+    if values["time"] is None or cells.get("training") not in ("0", "1"):
+        raise ValueError("no time")
+    gpus = []
+    for index in _gpu_ids(cells):
+        reading = {attr: _number(cells.get(f"gpu{index}_{name}") or "", low, high) for name, attr, low, high in GPU_FIELDS}
+        if any(v is not None for v in reading.values()):
+            gpus.append(Gpu(index, **reading))
+    return Sample(time=values["time"], cpu=values["cpu_cores"], cpu_limit=values["cpu_limit_cores"],
+                  cpu_queued=values["cpu_queued_cores"], mem=values["mem_mib"], mem_limit=values["mem_limit_mib"], net_in=values["net_in_mbit_s"],
+                  net_out=values["net_out_mbit_s"], swap=values["swap_mb_s"], gpus=tuple(gpus),
+                  training=cells["training"] == "1", trial=_whole(cells.get("trial") or "0", 1_000_000),
+                  epoch=_whole(cells.get("epoch") or "0", 1_000_000))
+
+
+def _gpu_ids(cells: dict) -> list[int]:
+    ids = sorted({int(m.group(1)) for key in cells if key and (m := GPU_COLUMN.match(key))})
+    return ids[:MAX_GPUS]
+
+
+def read_csv(path: Path) -> Iterator[Sample]:
+    """The samples of a telemetry CSV, in file order; rows that are not the writer's skipped."""
+    with _open_regular(path) as fh:
+        if fh is None:
+            return
+        reader = csv.DictReader(_bounded_lines(fh))
+        for count, cells in enumerate(reader):
+            if count >= MAX_ROWS:
+                return
+            try:
+                yield parse_row(cells)
+            except (ValueError, TypeError, KeyError):
+                continue
+
+
+def gpu_columns(path: Path) -> list[int]:
+    """The GPU ids a CSV has columns for."""
+    with _open_regular(path) as fh:
+        first = next(_bounded_lines(fh), "") if fh is not None else ""
+    return _gpu_ids({name: "" for name in first.strip().split(",")})
+
+
+def _bounded_lines(fh: IO[str]) -> Iterator[str]:
+    """The file's lines, a line longer than MAX_ROW cut there (it then fails its checks)."""
+    while True:
+        line = fh.readline(MAX_ROW)
+        if not line:
+            return
+        if not line.endswith("\n") and len(line) >= MAX_ROW:
+            while (rest := fh.readline(MAX_ROW)) and not rest.endswith("\n"):
+                pass
+            line = "\n"
+        yield line
+
+
+@contextlib.contextmanager
+def _open_regular(path: Path):
+    """A regular file as text (never through a link, never a FIFO that would block), or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        yield None
+        return
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        yield None
+        return
+    with os.fdopen(fd, "r", encoding="utf-8", errors="replace", newline="") as fh:
+        yield fh
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return Path(path).is_file() and not Path(path).is_symlink()
+    except OSError:
+        return False
+
+
+# --- spools: what a session appends while it samples ---------------------------------------------
+def spool_record(sample: Sample) -> str:
+    doc = {"t": sample.time, "c": sample.cpu, "cl": sample.cpu_limit, "q": sample.cpu_queued, "m": sample.mem,
+           "ml": sample.mem_limit,
+           "ni": sample.net_in, "no": sample.net_out, "s": sample.swap, "tr": int(sample.training), "ti": sample.trial,
+           "e": sample.epoch, "g": [[g.index, g.util, g.mem, g.mem_total, g.power, g.temp] for g in sample.gpus]}
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def parse_spool_line(line: str) -> Sample:
+    doc = json.loads(line)
+    if not isinstance(doc, dict) or not isinstance(doc.get("g"), list) or len(doc["g"]) > MAX_GPUS:
+        raise ValueError("not a spool line")
+    cells = {"time": doc.get("t"), "cpu_cores": doc.get("c"), "cpu_limit_cores": doc.get("cl"),
+             "cpu_queued_cores": doc.get("q"), "mem_mib": doc.get("m"),
+             "mem_limit_mib": doc.get("ml"), "net_in_mbit_s": doc.get("ni"), "net_out_mbit_s": doc.get("no"),
+             "swap_mb_s": doc.get("s"), "training": str(doc.get("tr")), "trial": str(doc.get("ti")),
+             "epoch": str(doc.get("e"))}
+    for entry in doc["g"]:
+        if not (isinstance(entry, list) and len(entry) == 6 and isinstance(entry[0], int) and 0 <= entry[0] <= 1023):
+            raise ValueError("not a GPU entry")
+        for (name, *_), value in zip(GPU_FIELDS, entry[1:]):
+            cells[f"gpu{entry[0]}_{name}"] = value
+    return parse_row({k: "" if v is None else (v if isinstance(v, str) else _json_number(v)) for k, v in cells.items()})
+
+
+def _json_number(value) -> str:
+    if not finite(value):
+        raise ValueError(repr(value))
+    return repr(float(value))
+
+
+class Spool:
+    """One session's samples of one host, appended as they come; locked while it is written."""
+
+    FLUSH_EVERY = 32
+
+    def __init__(self, run_dir: Path, host: str, session: str):
+        folder = Path(run_dir) / FOLDER / SPOOLS
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / f"{host}.{session}.jsonl"
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+        self._fh = os.fdopen(fd, "a", encoding="utf-8")
+        fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self._unflushed = 0
+
+    def add(self, sample: Sample) -> None:
+        self._fh.write(spool_record(sample) + "\n")
+        self._unflushed += 1
+        if self._unflushed >= self.FLUSH_EVERY:
+            self.flush()
+
+    def flush(self) -> None:
+        self._fh.flush()
+        self._unflushed = 0
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._fh.close()         # the lock goes with it
+
+
+def read_spool(path: Path) -> Iterator[Sample]:
+    with _open_regular(path) as fh:
+        if fh is None:
+            return
+        for count, line in enumerate(_bounded_lines(fh)):
+            if count >= MAX_ROWS:
+                return
+            try:
+                yield parse_spool_line(line)
+            except (ValueError, TypeError, KeyError, RecursionError):
+                continue
+
+
+def free_spools(run_dir: Path, host: str) -> list[Path]:
+    """The host's spools no session is writing (the ones a session holds are locked)."""
+    folder = Path(run_dir) / FOLDER / SPOOLS
+    found = []
+    for path in sorted(folder.glob(f"{host}.*.jsonl")) if folder.is_dir() and not folder.is_symlink() else []:
+        if not _regular(path):
+            continue
+        try:
+            with open(path, "a", encoding="utf-8") as probe:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            found.append(path)
+        except OSError:
+            continue
+    return found
+
+
+def spool_hosts(run_dir: Path) -> list[str]:
+    folder = Path(run_dir) / FOLDER / SPOOLS
+    if not folder.is_dir() or folder.is_symlink():
+        return []
+    return sorted({p.name.split(".", 1)[0] for p in folder.glob("*.jsonl") if HOST_NAME.match(p.name.split(".", 1)[0])})
+
+
+# --- the CSV, made from what there is -------------------------------------------------------------
+def write_csv(path: Path, samples: Iterable[Sample], gpu_ids: list[int]) -> int:
+    """The samples as telemetry CSV, written whole or not at all; how many rows."""
+    count = 0
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with atomic_writer(path) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(header(gpu_ids))
+        for sample in samples:
+            writer.writerow(row(sample, gpu_ids))
+            count += 1
+        text.flush()
+        text.detach()
+    return count
+
+
+def _deduplicated(samples: Iterable[Sample]) -> Iterator[Sample]:
+    last = None
+    for sample in samples:
+        if last is None or sample.time > last:
+            last = sample.time
+            yield sample
+
+
+def merge(run_dir: Path, host: str) -> Optional[Path]:
+    """The host's free spools and its CSV merged into its CSV (time-ordered, each moment once);
+    the spools removed once the CSV is in place. None when there is nothing to merge."""
+    spools, path = free_spools(run_dir, host), csv_path(run_dir, host)
+    if not spools:
+        return path if _regular(path) else None
+    sources = ([lambda: read_csv(path)] if _regular(path) else []) + [lambda p=p: read_spool(p) for p in spools]
+    ids = sorted(set(gpu_columns(path) if _regular(path) else [])
+                 | {g.index for source in sources[1 if _regular(path) else 0:] for s in source() for g in s.gpus})[:MAX_GPUS]
+    merged = heapq.merge(*[_sorted_enough(source()) for source in sources], key=lambda s: s.time)
+    write_csv(path, _deduplicated(merged), ids)
+    for spool in spools:
+        with contextlib.suppress(OSError):
+            spool.unlink()
+    with contextlib.suppress(OSError):
+        spools[0].parent.rmdir()        # only when empty: another session's spool keeps it
+    return path
+
+
+def _sorted_enough(samples: Iterable[Sample]) -> Iterator[Sample]:
+    """A source in time order as heapq.merge needs it: a sample older than the one before it (a
+    host whose clock was set back) is dropped rather than break the order."""
+    last = None
+    for sample in samples:
+        if last is None or sample.time >= last:
+            last = sample.time
+            yield sample

@@ -1,0 +1,284 @@
+"""Hardware telemetry through the real thing.
+
+On LAN-lab hosts (tests/support/lab.py: each its own network namespace, sshd and Docker engine,
+links shaped to 100 Mbit/s): a container labelled as the cluster's on each host burns CPU under a
+quota, and one host sends to the other; `status` and `watch` show each host's real CPU (against
+its quota), memory (against its limit) and link (near the shaped rate), with GPUs from a stand-in
+nvidia-smi on one host's PATH. The stand-in then misbehaves (garbage, silence, a crash mid-run, a
+flood): `watch` says so, keeps going with bounded memory, and Ctrl-C leaves nothing on the hosts.
+
+With real TensorFlow (two sshd hosts on this machine's engine, which holds the trainer image: the
+lab's engines would need it loaded, over three minutes here): a sync search with one worker held
+to a third of a CPU. `watch`, told the other worker has GPUs, names that worker's idle stand-in
+GPUs and the throttled worker as the straggler; `up --wait` then shows each host's hardware live
+and collects telemetry/<host>.csv, the per-trial figures in results.json and the report's picture.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from support import nvidia_smi
+from support.cluster import TRAIN, CliProcess, cli, labelled
+from support.common import require
+from support.lab import Lab, available, enter
+from support.sshd import write_inventory
+
+pytestmark = pytest.mark.integration
+SMALL_IMAGE = "offline-base-rootfs:bookworm"        # a shell is all a CPU burner needs
+BURN = ["sh", "-c", "while :; do :; done"]
+
+
+@pytest.fixture(scope="module")
+def lab():
+    ok, why = available()
+    require(ok, why)
+    require(subprocess.run(["docker", "image", "inspect", SMALL_IMAGE], capture_output=True).returncode == 0,
+            f"{SMALL_IMAGE} is missing (bash ../shared/ci/build-offline-base.sh)")
+    # Its own /24 (10.213.70; TFC_LAB_NET moves it): the other labs may be up at the same time.
+    built = Lab(tag=f"tm{os.getpid() % 1000}", subnet="10.213.70").up(2, rate="100mbit")
+    try:
+        built.load_image(SMALL_IMAGE)
+        yield built
+    finally:
+        built.down()
+
+
+def gpu_inventory(path: Path, gpus: dict) -> Path:
+    """The inventory with these hosts' `gpus` (this machine has no GPU: the stand-in answers for them)."""
+    doc = yaml.safe_load(path.read_text())
+    for entry in doc["hosts"]:
+        entry.update({"gpus": gpus[entry["name"]]} if entry["name"] in gpus else {})
+    out = path.with_name(path.stem + "-gpus.yaml")
+    out.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return out
+
+
+@pytest.fixture
+def burning(lab, tmp_path):
+    """A cluster whose `container` on h0 burns CPU under a 0.5-CPU quota and 256 MiB, on h1 under 0.25."""
+    name = f"tm{uuid.uuid4().hex[:8]}"
+    inv = write_inventory(lab, tmp_path / "inv.yaml", name, lab.hosts, known_hosts=lab.known_hosts(), train=TRAIN,
+                          image=SMALL_IMAGE)
+    for host, cpus in zip(lab.hosts, ("0.5", "0.25")):
+        host.docker("run", "-d", "--label", f"tfcompose.cluster={name}", "--label", f"tfcompose.host={host.name}",
+                    "--label", "tfcompose.run=0123456789ab", "--cpus", cpus, "-m", "256m", SMALL_IMAGE, *BURN)
+    yield name, gpu_inventory(inv, {"h1": [0, 1]})
+    for host in lab.hosts:
+        ids = host.docker("ps", "-aq", "--filter", f"label=tfcompose.cluster={name}").stdout.split()
+        if ids:
+            host.docker("rm", "-f", *ids, check=False)
+        for leftover in host.bin.iterdir():
+            leftover.unlink()
+
+
+class Transfer:
+    """h0 sends to h1 as fast as the shaped link takes, for `seconds`."""
+
+    def __init__(self, lab: Lab, seconds: float):
+        receive = "import socket\ns=socket.socket();s.bind(('0.0.0.0',5301));s.listen();c,_=s.accept()\nwhile c.recv(1<<16): pass"
+        send = (f"import socket,time\nc=socket.create_connection(('{lab.hosts[1].address}',5301));b=b'x'*65536\n"
+                f"end=time.time()+{seconds}\nwhile time.time()<end: c.sendall(b)")
+        self.procs = [subprocess.Popen([*enter(lab.hosts[1].ns), sys.executable, "-c", receive])]
+        time.sleep(0.5)
+        self.procs.append(subprocess.Popen([*enter(lab.hosts[0].ns), sys.executable, "-c", send]))
+        time.sleep(1.5)                          # past the link's first burst
+
+    def stop(self):
+        for proc in reversed(self.procs):
+            proc.kill()
+            proc.wait()
+
+
+def samplers_left(cluster: str) -> list[str]:
+    """This cluster's samplers still running on this machine (where the lab's hosts run)."""
+    found = subprocess.run(["pgrep", "-af", "tfcompose-telemetry"], capture_output=True, text=True).stdout.splitlines()
+    return [line for line in found if "pgrep" not in line and f" {cluster} " in line]
+
+
+def test_status_shows_each_lab_hosts_real_cpu_memory_and_link_and_the_stand_in_gpus(lab, burning, capsys):
+    name, inv = burning
+    nvidia_smi.install(lab.hosts[1].bin, util=3)
+    transfer = Transfer(lab, 25)
+    try:
+        code, out, err = cli(capsys, "status", "-i", str(inv), "--json")
+        assert code == 0, out + err
+        code, table, err = cli(capsys, "status", "-i", str(inv))
+        assert code == 0, table + err
+    finally:
+        transfer.stop()
+    hw = {st["host"]: st["hardware"] for st in json.loads(out)}
+    assert hw["h0"]["cpu_limit_cores"] == 0.5 and hw["h1"]["cpu_limit_cores"] == 0.25
+    # The burners get what this shared machine leaves them, never more than their quota.
+    assert 0.01 <= hw["h0"]["cpu_cores"] <= 0.5 * 1.15 and 0.01 <= hw["h1"]["cpu_cores"] <= 0.25 * 1.15, hw
+    assert all(h["mem_limit_mib"] == 256 and 0 < h["mem_mib"] < 64 for h in hw.values()), hw
+    # Near the 100 Mbit/s the link is shaped to (what a Python sender on this crowded machine gets through).
+    assert 30 <= hw["h0"]["net_out_mbit_s"] <= 110 and 30 <= hw["h1"]["net_in_mbit_s"] <= 110, hw
+    assert hw["h0"]["gpus"] == [] and [(g["index"], g["util_pct"], g["power_w"]) for g in hw["h1"]["gpus"]] == \
+           [(0, 3.0, 55.5), (1, 3.0, 55.5)]
+    assert "hardware now" in table
+    assert re.search(r"h1 .*2 GPUs 3% 2\.0/32\.0 GiB 111 W, CPU 0\.\d of 0\.25, mem [\d.]+ MiB of 256 MiB, net in \d+ out \d+",
+                     table), table
+    assert samplers_left(name) == []
+
+
+def test_watch_shows_the_hardware_live_and_outlives_a_misbehaving_nvidia_smi(lab, burning, tmp_path):
+    name, inv = burning
+    stand_in = nvidia_smi.install(lab.hosts[1].bin, util=3, ignore_term=True)
+    watch = CliProcess("watch", "-i", str(inv), "--runs", str(tmp_path / "runs"))
+    try:
+        watch.wait_for(r"^h1: hardware: 2 GPUs 3% .*CPU 0\.\d+ of 0\.25", 60)
+        watch.wait_for(r"^h0: hardware: CPU 0\.\d+ of 0\.5, mem [\d.]+ MiB of 256 MiB, net in \d+ out \d+ Mbit/s$", 10)
+        rss = [memory_kb(watch.proc.pid)]
+        nvidia_smi.set_mode(stand_in, "garbage")
+        watch.wait_for(r"warning: h1: telemetry: ignored what is not a sample \(first: '0, 50, 1024, 16384, 55\.5, 41"
+                       r"\\\\x1b\]52;c", 40)
+        nvidia_smi.set_mode(stand_in, "silent")           # a wedged driver: nvidia-smi says nothing, and lives
+        time.sleep(3)
+        silent = (time.time() + 4, time.time() + 9)      # by then its last readings are stale
+        time.sleep(10)
+        for mode, says in (("crash", r"warning: h1: telemetry: nvidia-smi ended \(exit 139\); started again in 10 s"),
+                           ("flood", r"warning: h1: telemetry stopped: the host sent more than 256 KiB or 4096 lines "
+                                     r"in a second, which no sampler does")):
+            subprocess.run(["pkill", "-KILL", "-f", str(stand_in)], capture_output=True)   # the silent one (it ignores TERM)
+            nvidia_smi.set_mode(stand_in, mode)
+            watch.wait_for(says, 40)
+            rss.append(memory_kb(watch.proc.pid))
+        nvidia_smi.set_mode(stand_in, "silent")
+        assert watch.proc.poll() is None and max(rss) - rss[0] < 30_000, rss     # the flood did not grow it
+        started = time.monotonic()
+        watch.proc.send_signal(signal.SIGINT)
+        assert watch.finish(30) == 130 and time.monotonic() - started < 10, watch.output
+    finally:
+        if watch.proc.poll() is None:
+            watch.proc.kill()
+    assert "Traceback" not in watch.output and "\x1b" not in watch.output
+    time.sleep(2)
+    assert samplers_left(name) == [] and nvidia_smi.running(stand_in) == []
+    import csv as csv_mod
+    rows = list(csv_mod.DictReader((tmp_path / "runs" / name / "0123456789ab" / "telemetry" / "h1.csv").open()))
+    assert {"gpu0_util_pct", "gpu1_power_w", "cpu_cores", "net_in_mbit_s"} <= set(rows[0])
+    assert rows[2]["gpu0_util_pct"] == "3" and rows[2]["cpu_limit_cores"] == "0.25"
+    quiet = [r for r in rows if silent[0] <= float(r["time"]) <= silent[1]]
+    assert quiet and all(r["gpu0_util_pct"] == "" and r["cpu_cores"] != "" for r in quiet), quiet   # no stale GPU figures
+
+
+def test_a_killed_watch_leaves_no_sampler_on_the_hosts_and_collect_keeps_what_it_sampled(lab, burning, tmp_path,
+                                                                                         capsys):
+    name, inv = burning
+    runs = tmp_path / "runs"
+    watch = CliProcess("watch", "-i", str(inv), "--runs", str(runs))
+    try:
+        watch.wait_for(r"^h1: hardware: CPU", 60)
+        time.sleep(3)
+        assert samplers_left(name)
+        watch.proc.kill()                        # kill -9: no clean-up runs in the launcher
+        watch.finish(10)
+    finally:
+        if watch.proc.poll() is None:
+            watch.proc.kill()
+    deadline = time.monotonic() + 15              # their SSH channels closed: each sampler ends itself
+    while samplers_left(name) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert samplers_left(name) == []
+    spools = list((runs / name / "0123456789ab" / "telemetry" / ".spool").glob("*.jsonl"))
+    assert sorted(p.name.split(".")[0] for p in spools) == ["h0", "h1"]
+    code, out, err = cli(capsys, "collect", "-i", str(inv), "--runs", str(runs))
+    assert code == 0, out + err                  # the burners wrote no results: a warning, not a failure
+    for host in ("h0", "h1"):
+        rows = (runs / name / "0123456789ab" / "telemetry" / f"{host}.csv").read_text().splitlines()
+        assert len(rows) >= 3 and rows[0].startswith("time,training,trial,epoch,cpu_cores")
+    assert not (runs / name / "0123456789ab" / "telemetry" / ".spool").exists()
+
+
+def memory_kb(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"^VmRSS:\s+(\d+) kB", status, re.M).group(1))
+
+
+# --- with real TensorFlow ---------------------------------------------------------------------------
+# Tiny epochs (4 steps), so that once h1 is let go the rest of the search takes seconds.
+SEARCH = {**TRAIN, "dataset": {"kind": "synthetic", "image_size": [32, 32], "per_class": 32},
+          "candidates": ["small_cnn"], "search": {"learning_rates": [0.01, 0.001]}, "epochs": 4}
+
+
+@pytest.fixture
+def cluster_with_bins(sshd_farm, tmp_path, trainer_image):
+    """Two sshd hosts on this machine's engine, each with a folder first on its PATH; removes the containers after."""
+    from support.common import free_ports
+    ports = free_ports(4)
+    bins = [tmp_path / f"bin{i}" for i in range(2)]
+    for folder in bins:
+        folder.mkdir()
+    hosts = [sshd_farm.start(f"h{i}", ports[2 * i], ports[2 * i + 1], env={"PATH": f"{bins[i]}:{os.environ['PATH']}"})
+             for i in range(2)]
+    sshd_farm.known_hosts()
+    name = f"t{uuid.uuid4().hex[:8]}"
+    inv = write_inventory(sshd_farm, tmp_path / "inv.yaml", name, hosts, train=SEARCH, image=trainer_image)
+    yield name, inv, bins
+    ids = labelled(name)
+    if ids:
+        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
+
+
+def container_of(name: str, host: str) -> str:
+    return subprocess.run(["docker", "ps", "-aq", "--filter", f"label=tfcompose.cluster={name}", "--filter",
+                           f"label=tfcompose.host={host}"], capture_output=True, text=True).stdout.split()[0]
+
+
+def test_idle_gpus_and_a_straggler_are_named_live_and_the_run_brings_its_telemetry_back(cluster_with_bins, capsys,
+                                                                                         tmp_path):
+    name, inv, bins = cluster_with_bins
+    runs = tmp_path / "runs"
+    nvidia_smi.install(bins[1], util=2)
+    code, out, err = cli(capsys, "up", "-i", str(inv))
+    assert code == 0, out + err
+    watch = CliProcess("watch", "-i", str(gpu_inventory(inv, {"h1": [0, 1]})), "--runs", str(runs))
+    try:
+        watch.wait_for(r"^h1: hardware: 2 GPUs 2% 2\.0/32\.0 GiB 111 W, CPU [\d.]+ of 2, mem", 120)
+        watch.wait_for(r"^h1: trial 1/2 \S+ epoch 1/4 ", 300)          # training: its progress says so
+        # h1 held to a tenth of a CPU: h0 waits for it at every step; h1's (stand-in) GPUs idle meanwhile.
+        subprocess.run(["docker", "update", "--cpus", "0.1", container_of(name, "h1")], check=True, capture_output=True)
+        for gpu in (0, 1):
+            watch.wait_for(rf"warning: h1: GPU {gpu} under 10 % busy for 60 s while h1 trains \(mean 2 %\)", 150)
+        straggler = watch.wait_for(r"warning: h1: straggler: for 60 s its container wanted [\d.]+× the 0\.1 CPUs", 90)
+        assert "warning: h0" not in watch.output, watch.output
+        time.sleep(10)                           # as a user reads it: the straggler goes on being one
+        watch.proc.send_signal(signal.SIGINT)
+        assert watch.finish(30) == 130, watch.output
+    finally:
+        if watch.proc.poll() is None:
+            watch.proc.kill()
+        subprocess.run(["docker", "update", "--cpus", "2", container_of(name, "h1")], capture_output=True)
+    share, others = map(float, re.search(r"wanted ([\d.]+)× .* the other workers ([\d.]+)×", straggler).groups())
+    assert share >= 0.8 and share > 1.3 * others, straggler
+
+    code, out, err = cli(capsys, "up", "-i", str(inv), "--wait", "--runs", str(runs))     # onto the running cluster
+    assert code == 0, out + err
+    assert re.search(r"^h0: hardware: CPU \d+\.\d of 2, mem [\d.]+ (GiB|MiB) of [\d.]+ GiB, net in \d+ out \d+ Mbit/s$",
+                     out, re.M), out
+    assert "GPU" not in "".join(line for line in out.splitlines() if "hardware:" in line)      # gpus: 0 here
+    latest = runs / name / "latest"
+    doc = json.loads((latest / "results.json").read_text())
+    trials = doc["candidates"]
+    assert all(t["started_at"] < t["ended_at"] and t["cpu_hours"] > 0 and 0 < t["telemetry_coverage"] <= 1
+               for t in trials), trials
+    watched = [t for t in trials if "gpu_hours" in t]          # the trial(s) `watch` saw h1's stand-in GPUs in
+    assert watched and all(t["gpu_utilization"] == 2.0 and t["energy_wh"] > 0 for t in watched), trials
+    for host in ("h0", "h1"):
+        rows = (latest / "telemetry" / f"{host}.csv").read_text().splitlines()
+        assert len(rows) > 60 and rows[0].startswith("time,training,trial,epoch,cpu_cores")
+    report = (latest / "report.md").read_text()
+    assert "![telemetry](telemetry.png)" in report and "| GPU h | GPU % | GPU Wh | CPU h | host |" in report
+    assert "- h1: straggler:" in report and "- h1: GPU 0 under 10 % busy for 60 s" in report
+    assert "CPU h" in out                                       # the leaderboard up prints
