@@ -112,6 +112,7 @@ def resolve(request: Request, cache: Optional[Path] = None, keys: Optional[dict[
         _prepare(work, request, keys or {})
         output = (run_container or _run_container)(request, cache, work)
         bundle = _bundle(key, request, output, cache)
+        manifest.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(manifest, json.dumps({"key": key, "names": list(bundle.names), "debs": [
             {"name": d.name, "path": str(d.path), "sha256": d.sha256, "size": d.size} for d in bundle.debs]}).encode())
         return bundle
