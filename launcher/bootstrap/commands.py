@@ -61,7 +61,7 @@ def start_apply(plan_path: str, with_password: bool) -> list[str]:
     return sudo(["sh", "-c", START, "sh", STATE_DIR, APPLY, plan_path], with_password)
 
 
-def look(offset: int) -> list[str]:
+def look(offset: int, state: str = STATE_DIR) -> list[str]:
     """The installation's exit status (empty while it runs), whether its process lives, the log's
     size, then the log from byte `offset` on: at most LOG_READ bytes, and never past that size (so
     the next look starts exactly where this one stopped, whatever the bytes are)."""
@@ -69,7 +69,7 @@ def look(offset: int) -> list[str]:
               'if [ -n "$p" ] && [ -d "/proc/$p" ]; then echo alive=yes; else echo alive=no; fi; '
               'n=$(stat -c %s "$1/run.log" 2>/dev/null || echo 0); echo "size=$n"; echo ---; '
               'k=$((n - $2)); [ "$k" -gt "$3" ] && k=$3; [ "$k" -gt 0 ] && tail -c "+$(($2 + 1))" "$1/run.log" | head -c "$k"; true')
-    return ["sh", "-c", script, "sh", STATE_DIR, str(int(offset)), str(LOG_READ)]
+    return ["sh", "-c", script, "sh", state, str(int(offset)), str(LOG_READ)]
 
 
 # The root script. $1: the plan file, $2: the state folder. Phases in decide.ORDER's order; each

@@ -79,7 +79,7 @@ class Step:
     repositories: tuple[str, ...] = ()             # repository: docker | nvidia
 
     def line(self) -> str:
-        return self.what + (f" ({self.why})" if self.why else "")
+        return self.what + (f" — {self.why}" if self.why else "")
 
 
 @dataclass(frozen=True)
@@ -207,8 +207,7 @@ def _package_text(package: tuple[str, str], f: Facts) -> str:
 
 def _engine_why(flavour: Optional[str], w: Wants, f: Facts) -> str:
     if flavour is None:
-        return ("no Docker Engine; from the distribution (bootstrap.docker: distro)" if w.docker == "distro"
-                else "no Docker Engine; from Docker's repository (bootstrap.docker: docker)")
+        return f"no Docker Engine yet (bootstrap.docker: {w.docker})"
     found = f"found: {f.compose}" if f.compose else "none found"
     return f"Docker {f.engine_version or 'is installed'} but no compose v2 ({found})"
 

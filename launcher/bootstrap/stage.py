@@ -27,6 +27,7 @@ from launcher.text import one_line, printable
 
 POLL_S = 1.0
 LOOK_TIMEOUT_S = 60.0
+PROGRESS_S = 5.0            # apt's progress (Unpacking, Setting up) is said at most this often
 KEEP_LINES = 12             # the end of the host's install log kept for an error
 
 
@@ -297,11 +298,12 @@ def follow(conn, host: Host, timeout_s: float, reporter) -> None:
     as a RemoteError with the end of the log."""
     offset, deadline, failure = 0, time.monotonic() + timeout_s, ""
     tail: collections.deque[str] = collections.deque(maxlen=KEEP_LINES)
+    said = {"at": 0.0}          # when apt's progress was last said (at most every PROGRESS_S)
     while True:
         status, alive, size, text = _look(conn, offset)
         offset = min(size, offset + commands.LOG_READ)
         for line in text.splitlines():
-            failure = _said(host.name, line, reporter, tail) or failure
+            failure = _said(host.name, line, reporter, tail, said) or failure
         if status is not None and offset >= size:
             break
         if status is None and not alive:
@@ -327,7 +329,7 @@ def _look(conn, offset: int) -> tuple[Optional[int], bool, int, str]:
     return status, values.get("alive") == "yes", size, text
 
 
-def _said(host: str, line: str, reporter, tail) -> str:
+def _said(host: str, line: str, reporter, tail, said: dict) -> str:
     """One line of the install log: a step or a wait is reported; a failure is returned."""
     line = printable(line).strip()
     if line.startswith("TFC-STEP "):
@@ -338,7 +340,9 @@ def _said(host: str, line: str, reporter, tail) -> str:
     elif line.startswith("TFC-FAIL "):
         return one_line(line[9:], 400)
     elif line.startswith(("Unpacking ", "Setting up ")):
-        reporter.stage(host, "installing", line[:120])
+        if time.monotonic() - said["at"] >= PROGRESS_S:
+            said["at"] = time.monotonic()
+            reporter.stage(host, "installing", line[:120])
         tail.append(line)
     elif line and not line.startswith("TFC-"):
         tail.append(line[:300])
