@@ -247,9 +247,9 @@ def _bundle(key: str, request: Request, output: str, cache: Path) -> Bundle:
     user = {}
     for line in output.splitlines():
         parts = line.split(" ")
-        if parts[0] == "USER" and len(parts) == 5:
-            index, name = parts[4].split("/")[2], parts[4].split("/")[-1]
-            user[(parts[1], parts[2], parts[3])] = request.user_debs[int(index)] / name
+        where = parts[4].split("/") if parts[0] == "USER" and len(parts) == 5 else []
+        if len(where) == 4 and where[2].isdigit() and int(where[2]) < len(request.user_debs) and DEB_NAME.match(where[3]):
+            user[(parts[1], parts[2], parts[3])] = request.user_debs[int(where[2])] / where[3]
     debs = []
     for line in output.splitlines():
         match = INST.match(line)
