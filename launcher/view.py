@@ -268,7 +268,7 @@ def bootstrap_lines(outcome) -> list[str]:
 def _bootstrap_host(result, applied: bool) -> list[str]:
     state, plan, f = result.state, result.after or result.plan, result.facts
     if state == "unreachable":
-        return [f"{result.host}: not looked at: {result.error}"]
+        return [f"{result.host}: not looked at: {(result.error or '').removeprefix(result.host + ': ')}"]
     if state == "refused":
         return [f"{result.host}: refused: {plan.refused if plan.refused else result.plan.refused}"]
     what = f"{f.os_name}, {f.arch}" if f is not None else ""
@@ -280,7 +280,8 @@ def _bootstrap_host(result, applied: bool) -> list[str]:
     elif state == "ready":
         lines = [f"{result.host}: ready in {result.seconds:.0f} s" + (": " + "; ".join(result.done) if result.done else "")]
     else:
-        lines = [f"{result.host}: {'failed' if result.error else 'not ready'}" + (f": {result.error}" if result.error else "")]
+        error = (result.error or "").removeprefix(f"{result.host}: ")
+        lines = [f"{result.host}: {'failed' if error else 'not ready'}" + (f": {error}" if error else "")]
         if result.done:
             lines.append("  done before that: " + "; ".join(result.done))
     if result.bundle is not None:

@@ -28,6 +28,7 @@ import shutil
 import socket
 import subprocess
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,7 +94,7 @@ esac
 START = r"""
 set -e
 R=$1
-mount --bind "$R" "$R"
+mount --rbind "$R" "$R"
 mount -t proc proc "$R/proc"
 mount -t sysfs sysfs "$R/sys"
 mount --rbind /sys/fs/cgroup "$R/sys/fs/cgroup"
@@ -207,21 +208,45 @@ class BareLab:
         return self
 
     def fresh(self, host: BareHost, online: bool | None = None, root_size_mb: int | None = None) -> BareHost:
-        """The host as new: its processes gone, its tree extracted again, its sshd started. A
-        root_size_mb puts its root filesystem on a tmpfs of that size (a disk nearly full)."""
+        """The host as new: its processes gone, a fresh root filesystem, its sshd started.
+
+        The root is the session's tree under an overlay of the host's own (as fresh as a copy, and
+        made in a moment on this machine, whose file operations are slow); Docker's root,
+        /var/lib/docker, is a folder of its own on this machine's disk, mounted there (as on many
+        servers), since Docker's overlay2 cannot stack on an overlay. root_size_mb puts the host's
+        own layer on a tmpfs of that size, so its disk is nearly full (df reads the upper layer)."""
         self._stop(host)
         host.online = host.online if online is None else online
         host.folder.mkdir(parents=True, exist_ok=True)
-        host.root.mkdir()
+        layer = host.folder / "layer"
+        layer.mkdir()
         if root_size_mb:
-            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={root_size_mb}m", "tfc-bare", str(host.root)], check=True)
-        subprocess.run(["tar", "-C", str(host.root), "-xf", str(self.tree)], check=True, capture_output=True)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={root_size_mb}m", "tfc-bare", str(layer)], check=True)
+        for sub in ("upper", "work"):
+            (layer / sub).mkdir()
+        host.root.mkdir(exist_ok=True)
+        subprocess.run(["mount", "-t", "overlay", "tfc-bare", "-o", f"lowerdir={self.lower},upperdir={layer}/upper,"
+                        f"workdir={layer}/work", str(host.root)], check=True)
+        (host.folder / "docker").mkdir()
+        (host.root / "var/lib/docker").mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "--bind", str(host.folder / "docker"), str(host.root / "var/lib/docker")], check=True)
         self._dress(host)
         ip("ip", "route", "flush", "root", self.mirror, ns=host.ns, check=False)
         if host.online:
             ip("ip", "route", "add", self.mirror, "via", f"{self.subnet}.1", ns=host.ns)
         self._start(host)
         return host
+
+    @property
+    def lower(self) -> Path:
+        """The session's tree, extracted once for every host of the lab (read-only under their overlays)."""
+        tree = self.root / "tree"
+        if not (tree / "etc/os-release").exists():
+            tree.mkdir(parents=True, exist_ok=True)
+            # In memory (some 250 MB): unpacking ten thousand files on this machine's disk takes half a minute.
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1g", "tfc-bare-tree", str(tree)], check=True)
+            subprocess.run(["tar", "-C", str(tree), "-xf", str(self.tree)], check=True, capture_output=True)
+        return tree
 
     def _dress(self, host: BareHost) -> None:
         """What makes the tree this host: its name, the mirror's name, sources as an installed
@@ -275,9 +300,11 @@ class BareLab:
         for table in ("filter", "nat", "mangle"):
             ip("iptables", "-t", table, "-F", ns=host.ns, check=False)
             ip("iptables", "-t", table, "-X", ns=host.ns, check=False)
-        if host.root.is_mount():
-            subprocess.run(["umount", "-l", str(host.root)], capture_output=True)
-        shutil.rmtree(host.root, ignore_errors=True)
+        for mount in (host.root / "var/lib/docker", host.root, host.folder / "layer"):
+            if mount.is_mount():
+                subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+        for leftover in (host.folder / "layer", host.folder / "docker"):
+            discard(leftover, self.root_dir)
         host.pid = 0
 
     def set_password(self, host: BareHost, password: str) -> None:
@@ -287,12 +314,12 @@ class BareLab:
 
     def cut(self, host: BareHost) -> None:
         """The host's link drops everything, as a pulled cable (until `mend`)."""
-        ip("iptables", "-I", "INPUT", "-j", "DROP", ns=host.ns)
-        ip("iptables", "-I", "OUTPUT", "-j", "DROP", ns=host.ns)
+        ip("iptables", "-I", "INPUT", "-i", "eth0", "-j", "DROP", ns=host.ns)
+        ip("iptables", "-I", "OUTPUT", "-o", "eth0", "-j", "DROP", ns=host.ns)
 
     def mend(self, host: BareHost) -> None:
-        ip("iptables", "-D", "INPUT", "-j", "DROP", ns=host.ns, check=False)
-        ip("iptables", "-D", "OUTPUT", "-j", "DROP", ns=host.ns, check=False)
+        ip("iptables", "-D", "INPUT", "-i", "eth0", "-j", "DROP", ns=host.ns, check=False)
+        ip("iptables", "-D", "OUTPUT", "-o", "eth0", "-j", "DROP", ns=host.ns, check=False)
 
     def known_hosts(self) -> Path:
         path = self.root / "known_hosts"
@@ -342,8 +369,25 @@ class BareLab:
                      if line.split()[1].startswith(str(self.root))]
         for mount in sorted(leftovers, reverse=True):
             subprocess.run(["umount", "-l", mount], capture_output=True)
-        shutil.rmtree(self.root, ignore_errors=True)
+        discard(self.root, self.root_dir)
         self.hosts = []
+
+
+def discard(path: Path, under: Path) -> None:
+    """Remove a folder without waiting for it: renamed out of the way at once, then deleted by a
+    process of its own (this machine's file operations are slow: a host's tree is thousands of
+    files, its Docker root tens of thousands)."""
+    if not path.exists():
+        return
+    trash = under / f".trash-{uuid.uuid4().hex}"
+    under.mkdir(parents=True, exist_ok=True)
+    try:
+        path.rename(trash)
+    except OSError:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    subprocess.Popen(["rm", "-rf", "--one-file-system", str(trash)], start_new_session=True,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def available() -> tuple[bool, str]:
