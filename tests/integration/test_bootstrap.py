@@ -17,6 +17,7 @@ for the faults.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -76,7 +77,7 @@ def plan_lines(out: str, host: str) -> list[str]:
     """A host's part of the plan: its header (`b0: <OS>, <arch>: N step(s)`) and the lines under it."""
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(f"{host}: ") and ", amd64: " in line)
-    return [lines[start]] + [line for line in lines[start + 1:] if line.startswith("  ")][:12]
+    return [lines[start]] + list(itertools.takewhile(lambda line: line.startswith("  "), lines[start + 1:]))
 
 
 def apt_state(host) -> str:
