@@ -162,9 +162,10 @@ def _plan_stage(plan: HostPlan) -> str:
 def _bundles(group: Group, cluster: Cluster, todo: list[Host], results: dict[str, HostResult]) -> list[Host]:
     """Each offline host's bundle, resolved here (hosts alike share one resolution); a host whose
     bundle cannot be made fails alone."""
-    statuses = group.run("bundle", lambda h, c: offline_mod.fetch_status(c), todo)
-    ready = []
-    for host in todo:
+    installing = [h for h in todo if results[h.name].plan.packages]
+    statuses = group.run("bundle", lambda h, c: offline_mod.fetch_status(c), installing)
+    ready = [h for h in todo if not results[h.name].plan.packages]      # nothing to install: no bundle needed
+    for host in installing:
         result = results[host.name]
         if host.name in statuses.failed:
             result.error = summary(statuses.failed[host.name])
@@ -233,7 +234,7 @@ def apply(cluster: Cluster, host: Host, conn, result: HostResult, plan: HostPlan
     repos = _ship_keys(conn, f, plan, stage) if not offline else []
     debs = _ship_debs(cluster, host, conn, result, plan, stage, offline, reporter)
     kinds = set(plan.kinds())
-    names = [n for n, _ in plan.packages] if not offline else list(result.bundle.names)
+    names = [n for n, _ in plan.packages] if not offline else list(result.bundle.names if result.bundle else ())
     nxt = [n for n, o in plan.packages if o == NEXT_RELEASE] if not offline else []
     text = commands.plan_text(
         user=f.user, stage=stage, lock_wait_s=cluster.spec.bootstrap.apt_lock_wait_s, offline=offline,
@@ -273,7 +274,7 @@ def _ship_debs(cluster: Cluster, host: Host, conn, result: HostResult, plan: Hos
     """The .debs the host installs from: its offline bundle, or online your bootstrap.debs when a
     package is to come from them. Only what it lacks is sent; (sha256, name) of each."""
     if offline:
-        debs = list(result.bundle.debs)
+        debs = list(result.bundle.debs) if result.bundle else []
     elif any(o == "debs" for _, o in plan.packages):
         debs = _user_debs(cluster)
     else:
