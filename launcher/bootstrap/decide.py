@@ -22,6 +22,7 @@ An engine already there is kept, whichever it is: only what it lacks is added, a
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -188,8 +189,8 @@ def _docker_steps(f: Facts, w: Wants, blockers: list[str]) -> list[Step]:
                         if "compose" in p[0]]
     steps = []
     if packages:
-        steps.append(Step("install", "install " + ", ".join(_package_text(p, f) for p in packages),
-                          _engine_why(flavour, w, f), packages=tuple(packages)))
+        steps.append(Step("install", "install " + packages_text(packages, f.release), _engine_why(flavour, w, f),
+                          packages=tuple(packages)))
     if flavour != "other" and (flavour is None or not f.engine_version or f.docker_enabled not in BOOTS):
         steps.append(Step("start", "enable Docker at boot and start it"))
     if f.uid != 0 and not f.in_docker_group(session=False):
@@ -198,11 +199,15 @@ def _docker_steps(f: Facts, w: Wants, blockers: list[str]) -> list[Step]:
     return steps
 
 
-def _package_text(package: tuple[str, str], f: Facts) -> str:
-    name, origin = package
-    if origin == NEXT_RELEASE:
-        return f"{name} (compose v2, from Debian {NEXT[f.release]}: Debian 12 packages none)"
-    return name + {DOCKER_REPO: " (Docker's repository)", NVIDIA_REPO: " (NVIDIA's repository)"}.get(origin, "")
+def packages_text(packages, release: Optional[str]) -> str:
+    """`docker.io, docker-compose (compose v2, from Debian trixie: …)`: the names, each run of them
+    from one place followed by where from."""
+    where = {NEXT_RELEASE: f"compose v2, from Debian {NEXT.get(release, 'the next release')}: Debian 12 packages none",
+             DOCKER_REPO: "Docker's repository", NVIDIA_REPO: "NVIDIA's repository", "debs": "from bootstrap.debs"}
+    parts = []
+    for origin, run in itertools.groupby(packages, key=lambda p: p[1]):
+        parts.append(", ".join(name for name, _ in run) + (f" ({where[origin]})" if origin in where else ""))
+    return ", ".join(parts)
 
 
 def _engine_why(flavour: Optional[str], w: Wants, f: Facts) -> str:
@@ -242,8 +247,9 @@ def _gpu_part(f: Facts, w: Wants) -> tuple[list[Step], list[str], list[str]]:
     steps = []
     if not (f.nvidia_ctk or f.installed("nvidia-container-toolkit")):
         origin = NVIDIA_REPO if not w.toolkit_in_debs else "debs"
-        steps.append(Step("install", "install nvidia-container-toolkit" + (" (NVIDIA's repository)" if origin == NVIDIA_REPO
-                          else " (from bootstrap.debs)"), "GPUs in containers", packages=(("nvidia-container-toolkit", origin),)))
+        packages = (("nvidia-container-toolkit", origin),)
+        steps.append(Step("install", "install " + packages_text(packages, f.release), "GPUs in containers",
+                          packages=packages))
     if "nvidia" not in f.runtimes:
         steps.append(Step("nvidia-runtime", "give Docker the nvidia runtime (nvidia-ctk runtime configure "
                           "--runtime=docker) and restart it"))

@@ -265,7 +265,8 @@ def test_dockers_repository_needs_its_key_which_this_machine_cannot_fetch_and_no
     inv = inventory(lab, tmp_path, [b3], bootstrap={"docker": "docker"})
     code, out, err = cli(capsys, "bootstrap", "-i", str(inv))
     assert code == 0 and "  1. add Docker's apt repository — its key checked against the published fingerprint" in out, out
-    assert "install docker-ce, docker-ce-cli, containerd.io, docker-buildx-plugin, docker-compose-plugin" in out
+    assert ("install docker-ce, docker-ce-cli, containerd.io, docker-buildx-plugin, docker-compose-plugin (Docker's "
+            "repository)") in out
     before = apt_state(b3)
     code, out, err = cli(capsys, "bootstrap", "-i", str(inv), "--yes")
     assert code == 1 and "b3: failed: cannot get docker's signing key on this machine (" in out, out + err
@@ -278,6 +279,7 @@ def cli_process(*args: str, stdin: str = "") -> subprocess.Popen:
                             start_new_session=True)     # no terminal: getpass reads the password from stdin
     proc.stdin.write(stdin)
     proc.stdin.close()
+    proc.stdin = None           # given once: communicate() must not flush it again
     return proc
 
 
@@ -338,11 +340,11 @@ def test_gpu_hosts_get_the_toolkit_only_with_a_working_driver_and_the_exact_fix_
         b1.write("/usr/local/bin/nvidia-smi", NVIDIA_SMI["works"], 0o755)
         code, out, err = cli(capsys, "bootstrap", "-i", str(inv))
         assert code == 0, out + err
-        assert plan_lines(out, "b1")[1:] == [
-            "  1. add NVIDIA's apt repository — its key checked against the published fingerprint",
-            "  2. install nvidia-container-toolkit (NVIDIA's repository) — GPUs in containers",
-            "  3. give Docker the nvidia runtime (nvidia-ctk runtime configure --runtime=docker) and restart it",
-            "  4. check that a container sees the GPUs — nvidia-smi lists 2"], out
+        steps = [line.split(". ", 1)[1] for line in plan_lines(out, "b1")[1:] if ". " in line]
+        assert steps[0] == "add NVIDIA's apt repository — its key checked against the published fingerprint", out
+        assert "install nvidia-container-toolkit (NVIDIA's repository) — GPUs in containers" in steps
+        assert steps[-2:] == ["give Docker the nvidia runtime (nvidia-ctk runtime configure --runtime=docker) and restart it",
+                              "check that a container sees the GPUs — nvidia-smi lists 2"], out
         b1.write("/usr/local/bin/nvidia-smi", NVIDIA_SMI["too old"], 0o755)
         code, out, err = cli(capsys, "bootstrap", "-i", str(inv))
         assert "  left to you: the NVIDIA driver 470.82.1 is older than 525.60.13" in out and "1 step" not in out, out

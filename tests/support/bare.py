@@ -39,6 +39,7 @@ ROOT = Path("/tmp/tfcompose-bare")
 TREE_IMAGE = "offline-base-rootfs:bookworm"
 MIRROR_NAME = "deb.debian.org"
 USER = "admin"
+APT_STATE = ("var/lib/dpkg", "var/lib/apt", "var/cache/apt")    # on a real filesystem in every host
 
 SOURCES = """Types: deb
 URIs: http://deb.debian.org/debian
@@ -230,6 +231,13 @@ class BareLab:
         (host.folder / "docker").mkdir()
         (host.root / "var/lib/docker").mkdir(parents=True, exist_ok=True)
         subprocess.run(["mount", "--bind", str(host.folder / "docker"), str(host.root / "var/lib/docker")], check=True)
+        # apt's and dpkg's state on a real filesystem too, as on a real host: a lock's entry in
+        # /proc/locks names the file's inode, which an overlay reports differently to stat.
+        for i, folder in enumerate(APT_STATE):
+            real = host.folder / "apt-state" / str(i)
+            real.parent.mkdir(exist_ok=True)
+            subprocess.run(["cp", "-a", str(self.lower / folder), str(real)], check=True)
+            subprocess.run(["mount", "--bind", str(real), str(host.root / folder)], check=True)
         self._dress(host)
         ip("ip", "route", "flush", "root", self.mirror, ns=host.ns, check=False)
         if host.online:
@@ -300,10 +308,10 @@ class BareLab:
         for table in ("filter", "nat", "mangle"):
             ip("iptables", "-t", table, "-F", ns=host.ns, check=False)
             ip("iptables", "-t", table, "-X", ns=host.ns, check=False)
-        for mount in (host.root / "var/lib/docker", host.root, host.folder / "layer"):
+        for mount in (host.root / "var/lib/docker", *(host.root / f for f in APT_STATE), host.root, host.folder / "layer"):
             if mount.is_mount():
                 subprocess.run(["umount", "-l", str(mount)], capture_output=True)
-        for leftover in (host.folder / "layer", host.folder / "docker"):
+        for leftover in (host.folder / "layer", host.folder / "docker", host.folder / "apt-state"):
             discard(leftover, self.root_dir)
         host.pid = 0
 
