@@ -349,12 +349,13 @@ def test_gpu_hosts_get_the_toolkit_only_with_a_working_driver_and_the_exact_fix_
         code, out, err = cli(capsys, "bootstrap", "-i", str(inv))
         assert "  left to you: the NVIDIA driver 470.82.1 is older than 525.60.13" in out and "1 step" not in out, out
         b1.write("/usr/local/bin/nvidia-smi", NVIDIA_SMI["not loaded"], 0o755)
-        b1.write("/run/reboot-required", "*** System restart required ***\n")
-        code, out, err = cli(capsys, "bootstrap", "-i", str(inv), "--yes")
-        assert code == 1, out + err
+        b1.sh("echo '*** System restart required ***' > /run/reboot-required")     # /run: the host's own tmpfs
+        code, out, err = cli(capsys, "bootstrap", "-i", str(inv))
+        assert code == 1, out + err           # the plan says the host will not be ready: exit 1
         assert ("  left to you: the NVIDIA driver is installed but not loaded (nvidia-smi: NVIDIA-SMI has failed because "
                 "it couldn't communicate with the NVIDIA driver.); a reboot is pending: reboot the host (`sudo reboot`), "
                 "then run tfcompose bootstrap again") in out, out
         assert "bootstrap: 1 of 1 host(s) not ready (b1 blocked)" in err
     finally:
         (b1.root / "usr/local/bin/nvidia-smi").unlink(missing_ok=True)
+        b1.sh("rm -f /run/reboot-required")
