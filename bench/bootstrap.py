@@ -98,10 +98,12 @@ def main(repeats: int) -> None:
                     loads.append(os.getloadavg()[0])
                     results[f"{n}/{mode}"].append(one(lab, n, mode, root, digits, env))
                     print(rep, n, mode, json.dumps(results[f"{n}/{mode}"][-1]), flush=True)
+                    # Written after every case: a long run stopped part-way keeps what it measured.
+                    RAW.write_text(json.dumps({"machine": machine(), "repeats": rep + 1, "load": loads,
+                                               "results": results}, indent=1))
+                    report(results, rep + 1, loads)
         finally:
             lab.down()
-    RAW.write_text(json.dumps({"machine": machine(), "repeats": repeats, "load": loads, "results": results}, indent=1))
-    report(results, repeats, loads)
 
 
 def report(results: dict, repeats: int, loads: list[float]) -> None:
@@ -111,6 +113,7 @@ def report(results: dict, repeats: int, loads: list[float]) -> None:
             return "?"
         median, spread = summary(values)
         return (fmt + " ± " + fmt).format(median, spread / 2)
+    results = {key: runs for key, runs in results.items() if runs}
     rows = [f"| {key.split('/')[0]} | {key.split('/')[1]} | {cell(runs, 'bootstrap_s')} | {cell(runs, 'bundle_mb', '{:.1f}')} | "
             f"{cell(runs, 'to_running_s')} | {cell(runs, 'to_first_epoch_s')} | {cell(runs, 'bare_to_first_epoch_s')} | "
             f"{cell(runs, 'second_run_s', '{:.1f}')} |" for key, runs in results.items()]
