@@ -102,8 +102,8 @@ def measured(plan: Plan, link_mbit_s: Optional[float]) -> Plan:
 
 # How the image reaches the hosts does not change what they run: no new containers for it.
 # How the launcher reaches the hosts (and ships to them), and where they keep their leases, is not
-# what they run: the same run, however reached.
-NOT_IN_RUN_ID = {"image_relay": True, "ssh": {"proxy_jump"}, "defaults": {"lease_dir"},
+# what they run: the same run, however reached. How the hosts were made ready (`bootstrap:`) neither.
+NOT_IN_RUN_ID = {"image_relay": True, "bootstrap": True, "ssh": {"proxy_jump"}, "defaults": {"lease_dir"},
                  "hosts": {"__all__": {"proxy_jump", "lease_dir"}}}
 HOST_NOT_IN_RUN_ID = ("jumps", "proxy_command", "lease_dir")   # left out, so an id made before they existed holds
 

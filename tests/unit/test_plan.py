@@ -47,6 +47,15 @@ def test_reaching_the_hosts_through_a_bastion_is_the_same_run():
         != plan_mod.make(direct).run_id            # what reaches the hosts' files still counts
 
 
+def test_how_the_hosts_were_bootstrapped_is_the_same_run():
+    # The bootstrap section says how hosts were made ready, not what they run: an inventory that
+    # gains one (or an older one without it) keeps its run.
+    from launcher.inventory.schema import BootstrapSettings
+    plain = cluster(2)
+    spec = plain.spec.model_copy(update={"bootstrap": BootstrapSettings(docker="docker", offline=True)})
+    assert plan_mod.make(Cluster(plain.path, spec, plain.hosts)).run_id == plan_mod.make(plain).run_id
+
+
 def test_the_measured_link_reaches_train_yaml_only_for_auto_and_never_over_the_users_figure():
     import yaml
     from launcher.stages import render
