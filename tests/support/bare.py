@@ -285,21 +285,24 @@ class BareLab:
                                  "private", "sh", "-c", START, "sh", str(host.root), host.name],
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         wait_for_port(host.port, proc, host.folder / "sshd.log", host.address, timeout=30)
+        time.sleep(0.3)
+        if proc.poll() is not None:     # it answered, then ended: the port was another's
+            raise RuntimeError(f"{host.name}'s sshd ended: {(host.folder / 'sshd.log').read_text()[-2000:]}")
         host.pid = proc.pid
 
     def _stop(self, host: BareHost) -> None:
         """Every process of the host ended (in its network namespace: sshd, dockerd, containers
         with host networking, an installation), then its tree removed."""
-        for _ in range(3):
+        for _ in range(40):
             pids = ip("ip", "netns", "pids", host.ns, check=False).stdout.split()
-            if not pids:
-                break
+            if not pids and not _listening(host.address, host.port):
+                break           # gone, its port too: a new sshd will not find it taken
             for pid in pids:
                 try:
                     os.kill(int(pid), 9)
                 except ProcessLookupError:
                     pass
-            time.sleep(0.5)
+            time.sleep(0.25)
         # What its engine left in its network namespace (docker0, its iptables chains) goes too.
         for line in ip("ip", "-o", "link", "show", ns=host.ns, check=False).stdout.splitlines():
             name = line.split(":")[1].strip().split("@")[0] if line.count(":") >= 2 else ""
@@ -379,6 +382,14 @@ class BareLab:
             subprocess.run(["umount", "-l", mount], capture_output=True)
         discard(self.root, self.root_dir)
         self.hosts = []
+
+
+def _listening(address: str, port: int) -> bool:
+    try:
+        socket.create_connection((address, port), timeout=0.5).close()
+        return True
+    except OSError:
+        return False
 
 
 def discard(path: Path, under: Path) -> None:
