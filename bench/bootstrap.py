@@ -61,7 +61,7 @@ def one(lab: BareLab, hosts: int, mode: str, tmp: Path, digits: Path, env: dict)
     shutil.rmtree(Path(env["XDG_CACHE_HOME"]) / "tfcompose" / "bootstrap", ignore_errors=True)
     code, boot_lines = tfcompose("bootstrap", "-i", str(inv), "--yes", env=env)
     assert code == 0, "\n".join(line for _, line in boot_lines)
-    sent = sum(float(m.group(1).replace(",", "")) for _, line in boot_lines
+    sent = sum(float(m.group(1).replace(",", "")) for _, line in boot_lines      # all hosts together
                if (m := re.search(r"; sent ([\d,.]+) MB", line)))
     code, up_lines = tfcompose("up", "-i", str(inv), "--wait", "--runs", str(tmp / "runs"), env=env)
     assert code == 0, "\n".join(line for _, line in up_lines)
@@ -107,14 +107,14 @@ def main(repeats: int) -> None:
 
 
 def report(results: dict, repeats: int, loads: list[float]) -> None:
-    def cell(runs, key, fmt="{:.0f}"):
-        values = [r[key] for r in runs if r[key] is not None]
+    def cell(runs, key, fmt="{:.0f}", per: int = 1):
+        values = [r[key] / per for r in runs if r[key] is not None]
         if not values:
             return "?"
         median, spread = summary(values)
         return (fmt + " ± " + fmt).format(median, spread / 2)
     results = {key: runs for key, runs in results.items() if runs}
-    rows = [f"| {key.split('/')[0]} | {key.split('/')[1]} | {cell(runs, 'bootstrap_s')} | {cell(runs, 'bundle_mb', '{:.1f}')} | "
+    rows = [f"| {key.split('/')[0]} | {key.split('/')[1]} | {cell(runs, 'bootstrap_s')} | {cell(runs, 'bundle_mb', '{:.1f}', int(key.split('/')[0]))} | "
             f"{cell(runs, 'to_running_s')} | {cell(runs, 'to_first_epoch_s')} | {cell(runs, 'bare_to_first_epoch_s')} | "
             f"{cell(runs, 'second_run_s', '{:.1f}')} |" for key, runs in results.items()]
     image = max((r["image_bytes"] for runs in results.values() for r in runs), default=0)
