@@ -1,4 +1,4 @@
-"""B12 telemetry: what sampling the hardware costs, and how soon an idle GPU is named.
+"""B13 telemetry: what sampling the hardware costs, and how soon an idle GPU is named.
 
     BASE_IMAGE=tf-offline-base:cpu python bench/telemetry.py [REPEATS] [launcher,memory,training]
 
@@ -333,7 +333,7 @@ def report(r: dict, repeats: int) -> str:
     memory = r["memory_mb"]
     loads = r["load"]
     return f"""
-## B12 Telemetry: its cost, an idle GPU named, the launcher with 8 hosts
+## B13 Telemetry: its cost, an idle GPU named, the launcher with 8 hosts
 
 {r['machine']}; `python bench/telemetry.py {repeats}`. This machine is shared with other agents'
 tests and trainers (2 cores; load average {loads['launcher']:.1f} when the launcher part began,

@@ -118,6 +118,40 @@ def preflight_cmd(inventory_path: Path = InventoryOpt, parallel: Optional[int] =
              f"({next(iter(found.datasets.values())).summary()})")
 
 
+@app.command("bootstrap")
+def bootstrap_cmd(inventory_path: Path = InventoryOpt,
+                  yes: bool = typer.Option(False, "--yes", "-y", help="take the steps (without it: the plan only, nothing "
+                                           "changes)"),
+                  offline: Optional[bool] = typer.Option(None, "--offline/--online", help="the hosts need no network: "
+                                                         "their .debs are resolved here and sent over SSH (default: the "
+                                                         "inventory's bootstrap.offline)"),
+                  ask_become_pass: bool = typer.Option(False, "--ask-become-pass", "-K", help="ask once for the sudo "
+                                                       "password of the hosts' user (given to sudo on stdin only)"),
+                  parallel: Optional[int] = ParallelOpt) -> None:
+    """Make bare Debian 12 / Ubuntu 22.04, 24.04 boxes ready hosts: Docker with compose v2, you in the
+    docker group, the workdir, and on GPU hosts the NVIDIA Container Toolkit. Prints the plan; --yes does it."""
+    from launcher.bootstrap.stage import Options, Secret, bootstrap
+    from launcher.view import RichReporter, bootstrap_lines
+    cluster = _load(inventory_path)
+    secret = None
+    if ask_become_pass:
+        import getpass
+        secret = Secret(getpass.getpass("sudo password on the hosts: "))
+    try:
+        with RichReporter([h.name for h in cluster.hosts]) as rep:
+            outcome = bootstrap(cluster, rep, Options(yes=yes, offline=offline, become_pass=secret), parallel)
+    except KeyboardInterrupt:
+        if yes:
+            _print_error("tfcompose: an installation already started goes on on its host; `tfcompose bootstrap` "
+                         "again follows it to its end")
+        raise
+    for line in bootstrap_lines(outcome):
+        _say(line)
+    if not outcome.ok:
+        bad = [f"{r.host} {r.state}" for r in outcome.hosts.values() if not r.ok]
+        raise TfcError(f"bootstrap: {len(bad)} of {len(outcome.hosts)} host(s) not ready ({', '.join(bad)})")
+
+
 @app.command("up")
 def up_cmd(inventory_path: Path = InventoryOpt, wait: bool = typer.Option(False, "--wait", help="wait for the chief, then collect"),
            parallel: Optional[int] = ParallelOpt, runs: Path = RunsOpt,

@@ -66,11 +66,16 @@ def load_here(parts: layers.Parts) -> None:
     raise ImageError(f"loading your code image {parts.image} here failed: {err.decode(errors='replace')[-300:]}")
 
 
+SAVE_TIMEOUT_S = 900
+
+
 def save_stream(image: str) -> Iterator[bytes]:
     import docker
     # named=<this tag>: with named=True the SDK writes the image's *first* tag, which for an image
     # with several tags is not necessarily the one the hosts will look for.
-    return docker.from_env().images.get(image).save(chunk_size=CHUNK, named=image)
+    # A long read timeout: Docker 20.10 exports every layer before the first byte of a save, which
+    # for a 3 GB image on a busy engine takes over the SDK's default minute.
+    return docker.from_env(timeout=SAVE_TIMEOUT_S).images.get(image).save(chunk_size=CHUNK, named=image)
 
 
 def image_size(image: str) -> int:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
+import os
+from pathlib import Path
 from typing import Any
 
 from launcher.inventory.model import Cluster, Host
@@ -37,7 +39,27 @@ def names_and_chiefs(hosts: Any) -> list[Problem]:
 
 def cross_checks(cluster: Cluster) -> list[Problem]:
     return (_port_checks(cluster) + _loopback_checks(cluster) + _file_checks(cluster) + _run_checks(cluster)
-            + _parallel_checks(cluster) + _folder_checks(cluster) + _dataset_checks(cluster) + _search_checks(cluster))
+            + _parallel_checks(cluster) + _folder_checks(cluster) + _dataset_checks(cluster) + _search_checks(cluster)
+            + _bootstrap_checks(cluster))
+
+
+def bootstrap_debs(cluster: Cluster) -> list[Path]:
+    """bootstrap.debs, each folder resolved as the inventory's other local paths (~, then relative
+    to the inventory's folder)."""
+    folders = [Path(os.path.expanduser(text)) for text in cluster.spec.bootstrap.debs]
+    return [folder if folder.is_absolute() else cluster.folder / folder for folder in folders]
+
+
+def _bootstrap_checks(cluster: Cluster) -> list[Problem]:
+    """Each folder of your own .deb files exists and holds at least one (`tfcompose bootstrap` offers them to apt)."""
+    problems = []
+    for i, (text, folder) in enumerate(zip(cluster.spec.bootstrap.debs, bootstrap_debs(cluster))):
+        if not folder.is_dir():
+            problems.append(Problem(("bootstrap", "debs", i), f"Received {text!r} (no such folder)", "a folder holding .deb files"))
+        elif not any(folder.glob("*.deb")):
+            problems.append(Problem(("bootstrap", "debs", i), f"Received {text!r} (no .deb file in it)",
+                                    "a folder holding .deb files"))
+    return problems
 
 
 def _search_checks(cluster: Cluster) -> list[Problem]:

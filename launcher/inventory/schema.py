@@ -243,12 +243,42 @@ class MlflowTracking(_Strict):
 class Tracking(_Strict):
     # MLflow: the search as one parent run, each trial one child run, the best model registered.
     mlflow: MlflowTracking = field(..., expected="a mapping with uri, experiment, register_as and timeout_s (each optional)")
+
+
 class TelemetrySettings(_Strict):
     # Sample every host's GPUs (nvidia-smi), its container's CPU and memory, its network and swap
     # while `up --wait` and `watch` run: the live view, telemetry/<host>.csv, per-trial figures.
     enabled: bool = field(True, expected="true or false", strict=True)
     # Seconds between samples on every host.
     period_s: float = field(1.0, expected="a number of seconds 0.5–2", ge=0.5, le=2)
+
+
+# The releases `tfcompose bootstrap` knows (launcher/bootstrap/facts.py reads them off a host).
+RELEASES = ("debian-12", "ubuntu-22.04", "ubuntu-24.04")
+Release = Literal["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
+ImageRef = Annotated[str, StringConstraints(pattern=IMAGE_RE, max_length=255)]
+
+
+class BootstrapSettings(_Strict):
+    # `tfcompose bootstrap`: where Docker Engine comes from on a host that has none. distro: the
+    # OS's own docker.io, with compose v2 from Ubuntu's docker-compose-v2 or, on Debian 12 (which
+    # packages none), the next Debian release's docker-compose; docker: Docker's apt repository
+    # (docker-ce and its compose plugin). An engine already installed is kept, whichever it is.
+    docker: Literal["distro", "docker"] = field("distro", expected="'distro' or 'docker'")
+    # true: the hosts need no network; the .deb files each host lacks are resolved and fetched on
+    # this machine and sent over SSH (as `tfcompose bootstrap --offline`).
+    offline: bool = field(False, expected="true or false", strict=True)
+    # Folders of .deb files you fetched yourself (NVIDIA's toolkit for boxes that cannot reach
+    # NVIDIA), offered to apt beside the archive's packages and shipped with what a host needs.
+    debs: List[LocalPath] = field([], expected="a list of folders holding .deb files", max_length=32)
+    # offline: the image apt runs in on this machine, per release (default debian:12, ubuntu:22.04,
+    # ubuntu:24.04); for a machine that cannot pull them, e.g. a `docker import` of a debootstrap.
+    resolver_images: dict[Release, ImageRef] = field(
+        {}, expected="a mapping of release (debian-12, ubuntu-22.04, ubuntu-24.04) to a Docker image reference")
+    # How long a host's apt may wait for another apt or dpkg (unattended-upgrades) to let go of its lock.
+    apt_lock_wait_s: float = field(300.0, expected="a number of seconds 0–3600", ge=0, le=3600)
+    # How long one host's installation may take in all.
+    install_timeout_s: float = field(1800.0, expected="a number of seconds 60–14400", ge=60, le=14400)
 
 
 class Inventory(_Strict):
@@ -288,6 +318,8 @@ class Inventory(_Strict):
     # Hardware telemetry while the cluster trains (README: "Is the hardware busy?").
     telemetry: TelemetrySettings = field(TelemetrySettings(), expected="a mapping")
     # When you outgrow SSH: the same cluster as a Kubernetes JobSet or a Slurm batch script.
+    # How `tfcompose bootstrap` makes bare Debian 12 / Ubuntu 22.04, 24.04 boxes ready hosts.
+    bootstrap: BootstrapSettings = field(BootstrapSettings(), expected="a mapping")
     kubernetes: Optional[KubernetesTarget] = field(None, expected="a mapping")
     slurm: Optional[SlurmTarget] = field(None, expected="a mapping")
 

@@ -138,15 +138,20 @@ def judge(host: Host, facts: dict, midpoint: float, synced: bool = False,
     port = host.tf_port if port == -1 else port
     problems, warnings = [], []
     if facts.get("docker") != "ok":
-        problems.append(f"`docker info` fails for this user ({facts.get('docker', 'no answer')})")
+        problems.append(f"`docker info` fails for this user ({facts.get('docker', 'no answer')}); `tfcompose bootstrap` "
+                        "installs Docker, starts it and adds you to the docker group")
     if compose_major(facts.get("compose", "missing")) < 2:
-        problems.append(f"docker compose v2 is needed (found: {facts.get('compose', 'missing')})")
+        problems.append(f"docker compose v2 is needed (found: {facts.get('compose', 'missing')}); `tfcompose bootstrap` "
+                        "installs it")
     problems += gpu_problems(host, facts)
     if port and facts.get("port_busy", "0") not in ("0", "unknown") and facts.get("own_running", "0") == "0":
         what = "tf_port" if port == host.tf_port else "the study port (search.port)"
         problems.append(f"{what} {port} is already in use")
     if facts.get("workdir") != "ok":
-        problems.append(f"workdir {host.workdir} is not writable ({one_line(facts.get('workdir') or 'no answer', 200)})")
+        said = one_line(facts.get("workdir") or "no answer", 200)
+        # Another account's folder, or none the user may make: what `tfcompose bootstrap` fixes.
+        fix = "; `tfcompose bootstrap` makes it yours when it is absent" if "ermission denied" in said else ""
+        problems.append(f"workdir {host.workdir} is not writable ({said}{fix})")
     if facts.get("bundle") == "foreign":
         problems.append(f"{host.bundle_dir} exists and was not made by tfcompose (no marker file); "
                         "choose another workdir or cluster name")
@@ -171,7 +176,8 @@ def gpu_problems(host: Host, facts: dict) -> list[str]:
         return []
     problems = []
     if "nvidia" not in facts.get("runtimes", ""):
-        problems.append("gpus requested but Docker has no nvidia runtime (install the NVIDIA Container Toolkit)")
+        problems.append("gpus requested but Docker has no nvidia runtime (`tfcompose bootstrap` installs the NVIDIA "
+                        "Container Toolkit and configures it)")
     count = int(facts["gpu_count"]) if facts.get("gpu_count", "").isdigit() else 0
     need = 1 if host.gpus == "all" else (max(host.gpus) + 1 if isinstance(host.gpus, list) else host.gpus)
     if count < need:

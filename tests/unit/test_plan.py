@@ -59,6 +59,15 @@ def test_where_a_run_is_tracked_is_not_the_run_but_tracking_at_all_is():
     assert plan_mod.make(one).config_id == plan_mod.make(other).config_id != plan_mod.make(plain).config_id
 
 
+def test_how_the_hosts_were_bootstrapped_is_the_same_run():
+    # The bootstrap section says how hosts were made ready, not what they run: an inventory that
+    # gains one (or an older one without it) keeps its run.
+    from launcher.inventory.schema import BootstrapSettings
+    plain = cluster(2)
+    spec = plain.spec.model_copy(update={"bootstrap": BootstrapSettings(docker="docker", offline=True)})
+    assert plan_mod.make(Cluster(plain.path, spec, plain.hosts)).run_id == plan_mod.make(plain).run_id
+
+
 def test_the_measured_link_reaches_train_yaml_only_for_auto_and_never_over_the_users_figure():
     import yaml
     from launcher.stages import render

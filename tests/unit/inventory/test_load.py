@@ -163,8 +163,8 @@ def test_every_problem_is_reported_in_file_order(tmp_path):
 
 
 def test_the_example_inventory_validates_and_documents_every_field(tmp_path, monkeypatch):
-    from launcher.inventory.schema import (Defaults, HostEntry, Inventory, KubernetesTarget, MlflowTracking, RunSpec,
-                                           SlurmTarget, SSHSettings, TelemetrySettings, Tracking)
+    from launcher.inventory.schema import (BootstrapSettings, Defaults, HostEntry, Inventory, KubernetesTarget,
+                                           MlflowTracking, RunSpec, SlurmTarget, SSHSettings, TelemetrySettings, Tracking)
     from trainer.config import Range, SearchConfig, TrainConfig
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / ".ssh").mkdir()
@@ -174,7 +174,7 @@ def test_the_example_inventory_validates_and_documents_every_field(tmp_path, mon
     assert [h.name for h in cluster.hosts] == ["gpu-a", "gpu-b"] and cluster.hosts[1].gpus == [0, 1]
     text = example.read_text()
     for model in (Inventory, SSHSettings, Defaults, TrainConfig, SearchConfig, RunSpec, KubernetesTarget, SlurmTarget,
-                  Tracking, MlflowTracking, TelemetrySettings):
+                  Tracking, MlflowTracking, TelemetrySettings, BootstrapSettings):
         assert all(f"{name}:" in text for name in model.model_fields), model
     assert all(kind in text for kind in Range.model_fields)
     for name in HostEntry.model_fields:  # per-host overrides are named in a comment or used

@@ -26,11 +26,17 @@ def test_preflight_blocks_on_what_would_break_the_start(change, problem):
     assert (problems == []) if problem is None else any(problem in p for p in problems), problems
 
 
+def test_what_bootstrap_can_fix_says_tfcompose_bootstrap():
+    for change in ({"docker": "permission denied"}, {"compose": "missing"}, {"workdir": "mkdir: cannot create directory '/opt/tfcompose': Permission denied"}):
+        problems, _ = preflight.judge(host("a"), {**GOOD, **change}, midpoint=1000.0)
+        assert len(problems) == 1 and "`tfcompose bootstrap`" in problems[0], problems
+
+
 def test_preflight_checks_gpus_and_warns_on_clock_skew():
     problems, _ = preflight.judge(host("a", gpus=[0, 3]), {**GOOD, "runtimes": "nvidia", "gpu_count": "2"}, 1000.0)
     assert problems == ["gpus 0,3 requested but nvidia-smi lists 2 GPU(s)"]
     problems, _ = preflight.judge(host("a", gpus="all"), GOOD, 1000.0)
-    assert any("no nvidia runtime" in p for p in problems)
+    assert any("no nvidia runtime (`tfcompose bootstrap` installs the NVIDIA Container Toolkit" in p for p in problems)
     _, warnings = preflight.judge(host("a"), {**GOOD, "clock": "1003.5"}, 1000.0)
     assert warnings and "+3.5 s" in warnings[0]
 

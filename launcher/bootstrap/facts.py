@@ -1,0 +1,372 @@
+"""What a host is, read once: the probe `tfcompose bootstrap` runs on each host and its parser.
+
+The probe is one POSIX shell script run as the SSH user (dash on Ubuntu, so nothing bash-only).
+It changes nothing; where the user cannot see something (the engine of a user not yet in the
+`docker` group) it asks `sudo -n`, which never waits for a password. It prints `key=value` lines.
+
+What a host answers is hostile input: the answer is read up to ANSWER_LIMIT bytes, only the keys
+below are taken (the first of each, or up to a bound for the repeated ones), every value is made
+printable and cut to VALUE_LIMIT characters, and every number is checked before it is one. A value
+that cannot be read becomes "unknown", which the decisions (decide.py) treat with care: a host
+whose OS cannot be read is refused, not guessed at.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+from launcher.text import printable
+
+ANSWER_LIMIT = 64 << 10     # the probe's whole answer
+VALUE_LIMIT = 300           # one value, after it is made printable
+REPEATED_LIMIT = 64         # lines of a repeated key (GPUs, packages, apt sources)
+STATE_DIR = "/var/log/tfcompose-bootstrap"     # the install's log, status and pid on the host (commands.py)
+
+# The probe. $1: the workdir, $2: the data_dir to make (or ''), $3: the state folder.
+PROBE = r"""
+LC_ALL=C; export LC_ALL
+say() { printf '%s=%s\n' "$1" "$(printf '%s' "$2" | tr '\n\r' '  ' | cut -c1-400)"; }
+osf() { sed -n "s/^$1=//p" /etc/os-release 2>/dev/null | head -n 1 | tr -d '"'"'"; }
+say os_id "$(osf ID)"; say os_version "$(osf VERSION_ID)"; say os_codename "$(osf VERSION_CODENAME)"
+say os_name "$(osf PRETTY_NAME)"
+say arch "$(dpkg --print-architecture 2>/dev/null || uname -m)"
+say foreign_archs "$(dpkg --print-foreign-architectures 2>/dev/null | tr '\n' ' ')"
+say user "$(id -un)"; say uid "$(id -u)"; say home "$HOME"
+say groups "$(id -nG)"; say groups_db "$(id -nG "$(id -un)" 2>/dev/null)"
+if [ "$(id -u)" = 0 ]; then say sudo root
+elif ! command -v sudo >/dev/null 2>&1; then say sudo missing
+elif said=$(sudo -n true 2>&1); then say sudo ok
+else say sudo refused; say sudo_said "$said"; fi
+say docker_cli "$(command -v docker)"; say dockerd "$(command -v dockerd)"
+fmt='{{.ServerVersion}}|{{.DockerRootDir}}|{{range $k, $v := .Runtimes}}{{$k}},{{end}}'
+if info=$(timeout 20 docker info --format "$fmt" 2>/dev/null); then say docker_user ok; say docker_info "$info"
+else say docker_user no
+  if [ "$(id -u)" != 0 ] && info=$(timeout 20 sudo -n docker info --format "$fmt" 2>/dev/null); then
+    say docker_info "$info"; fi
+fi
+say compose "$(timeout 20 docker compose version --short 2>/dev/null)"
+say docker_active "$(systemctl is-active docker 2>/dev/null)"
+say docker_enabled "$(systemctl is-enabled docker 2>/dev/null)"
+dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\n' docker.io docker-ce docker-ce-cli containerd.io \
+  containerd runc docker-compose docker-compose-v2 docker-compose-plugin docker-buildx-plugin ca-certificates \
+  nvidia-container-toolkit nvidia-container-toolkit-base 2>/dev/null | while IFS= read -r l; do say pkg "$l"; done
+dpkg-query -W -f='${db:Status-Abbrev}|${Package}\n' 2>/dev/null \
+  | awk -F'|' 'substr($1,2,1) ~ /[UFHWT]/ || substr($1,3,1) == "R" {print $2 " " substr($1,1,3)}' | head -n 40 \
+  | while IFS= read -r l; do say dpkg_broken "$l"; done
+holder() {
+  [ -e "$1" ] || return 0
+  d=$(stat -c %D "$1" 2>/dev/null) && i=$(stat -c %i "$1" 2>/dev/null) || return 0
+  want=$(printf '%02x:%02x:%s' $((0x$d >> 8)) $((0x$d & 255)) "$i")
+  p=$(awk -v w="$want" '$2 != "->" && $6 == w {print $5; exit}' /proc/locks 2>/dev/null)
+  [ -n "$p" ] && say apt_lock "$p $(cat "/proc/$p/comm" 2>/dev/null) $1"
+}
+for f in /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock /var/cache/apt/archives/lock; do
+  holder "$f"; done
+if [ -r "$3/pid" ] && p=$(cat "$3/pid") && [ -n "$p" ] && grep -q tfcompose-bootstrap "/proc/$p/cmdline" 2>/dev/null; then
+  say running "$p"; fi
+[ -e "$3/status" ] && say last_status "$(head -c 40 "$3/status")"
+say apt_lists "$(ls /var/lib/apt/lists/ 2>/dev/null | grep -c '_Packages')"
+for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+  [ -r "$f" ] && grep -E '^[[:space:]]*deb[[:space:]]' "$f" | head -n 20 | while IFS= read -r l; do say source "$l"; done
+done
+for f in /etc/apt/sources.list.d/*.sources; do
+  [ -r "$f" ] && awk '/^[[:space:]]*$/ {print "--"; next} /^(URIs|Suites|Enabled|Types):/' "$f" | head -n 40 \
+    | while IFS= read -r l; do say source822 "$l"; done
+  [ -r "$f" ] && say source822 "--"
+done
+say reboot "$( [ -e /var/run/reboot-required ] && echo yes || echo no)"
+say reboot_pkgs "$(head -n 5 /var/run/reboot-required.pkgs 2>/dev/null | tr '\n' ' ')"
+say kernel "$(uname -r)"
+n=0; for d in /sys/bus/pci/devices/*; do
+  [ "$(cat "$d/vendor" 2>/dev/null)" = 0x10de ] || continue
+  case "$(cat "$d/class" 2>/dev/null)" in 0x03*) n=$((n + 1));; esac
+done; say gpu_pci "$n"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  if out=$(timeout 30 nvidia-smi --query-gpu=driver_version,name --format=csv,noheader 2>&1); then say nvidia_smi ok
+  else say nvidia_smi failed; fi
+  printf '%s\n' "$out" | head -n 16 | while IFS= read -r l; do say nvidia_said "$l"; done
+else say nvidia_smi missing; fi
+say nvidia_module "$( [ -e /proc/driver/nvidia/version ] && echo loaded || echo absent)"
+say nvidia_ctk "$(nvidia-ctk --version 2>/dev/null | head -n 1)"
+say dkms_nvidia "$(ls /var/lib/dkms 2>/dev/null | grep -i nvidia | head -n 1)"
+if command -v mokutil >/dev/null 2>&1; then say secure_boot "$(mokutil --sb-state 2>&1 | head -n 1)"
+else sb=$(od -An -t u1 -j 4 -N 1 /sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c 2>/dev/null)
+  say secure_boot "efivar $sb"; fi
+free_at() { p=$1; while [ -n "$p" ] && [ ! -e "$p" ]; do p=$(dirname "$p"); done
+  df -Pk "${p:-/}" 2>/dev/null | awk 'NR == 2 {print $4}'; }
+root_dir=$(printf '%s' "$info" | cut -d'|' -f2)
+say free_docker "$(free_at "${root_dir:-/var/lib/docker}")"
+say free_apt "$(free_at /var/cache/apt/archives)"; say free_usr "$(free_at /usr)"; say free_home "$(free_at "$HOME")"
+folder() { if [ -z "$1" ]; then echo none; elif [ -d "$1" ] && [ -w "$1" ]; then echo writable
+  elif [ -e "$1" ]; then echo not-writable; else echo absent; fi; }
+say workdir "$(folder "$1")"; say data_dir "$(folder "$2")"
+say end probe
+"""
+
+# The keys taken, and how many lines of each (1: the first only).
+KEYS = {
+    "os_id": 1, "os_version": 1, "os_codename": 1, "os_name": 1, "arch": 1, "foreign_archs": 1, "user": 1, "uid": 1,
+    "home": 1, "groups": 1, "groups_db": 1, "sudo": 1, "sudo_said": 1, "docker_cli": 1, "dockerd": 1,
+    "docker_user": 1, "docker_info": 1, "compose": 1, "docker_active": 1, "docker_enabled": 1,
+    "pkg": REPEATED_LIMIT, "dpkg_broken": REPEATED_LIMIT, "apt_lock": 8, "running": 1, "last_status": 1,
+    "apt_lists": 1, "source": REPEATED_LIMIT, "source822": REPEATED_LIMIT, "reboot": 1, "reboot_pkgs": 1,
+    "kernel": 1, "gpu_pci": 1, "nvidia_smi": 1, "nvidia_said": 16, "nvidia_module": 1, "nvidia_ctk": 1,
+    "dkms_nvidia": 1, "secure_boot": 1, "free_docker": 1, "free_apt": 1, "free_usr": 1,
+    "free_home": 1, "workdir": 1, "data_dir": 1, "end": 1,
+}
+
+NAME = re.compile(r"^[a-z0-9][a-z0-9+.~-]{0,99}$")             # a Debian package name
+VERSION = re.compile(r"^[A-Za-z0-9.+~:-]{1,100}$")               # a Debian version
+DRIVER = re.compile(r"^(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?$")  # an NVIDIA driver version
+USER_OR_GROUP = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?$")
+SUPPORTED = {("debian", "12"): "debian-12", ("ubuntu", "22.04"): "ubuntu-22.04", ("ubuntu", "24.04"): "ubuntu-24.04"}
+ARCHES = ("amd64", "arm64")
+
+
+@dataclass(frozen=True)
+class Package:
+    name: str
+    version: str
+    status: str      # dpkg's abbreviation: "ii " installed, "rc " config files only, "iF " half-configured…
+
+    @property
+    def installed(self) -> bool:
+        return self.status[:2] == "ii"
+
+
+@dataclass(frozen=True)
+class Gpu:
+    driver: str
+    name: str
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    pid: int
+    command: str
+    lock: str
+
+    def __str__(self) -> str:
+        return f"{self.command or 'a process'} (pid {self.pid}) holds {self.lock}"
+
+
+@dataclass(frozen=True)
+class Facts:
+    """One host, as its probe found it. Every field has been checked; `unknown` means unreadable."""
+
+    os_id: str = "unknown"
+    os_version: str = "unknown"
+    os_codename: str = ""
+    os_name: str = "unknown"
+    arch: str = "unknown"
+    foreign_archs: tuple[str, ...] = ()
+    user: str = "unknown"
+    uid: Optional[int] = None
+    home: str = ""
+    groups: tuple[str, ...] = ()       # this session's
+    groups_db: tuple[str, ...] = ()    # the group database's (a new login's)
+    sudo: str = "unknown"              # root | ok | password | denied | missing | unknown
+    sudo_said: str = ""
+    docker_cli: bool = False
+    dockerd: bool = False
+    docker_user: bool = False          # `docker info` works for this user as is
+    engine_version: str = ""           # the running engine's, as the user or root sees it ("" when none answers)
+    docker_root: str = "/var/lib/docker"
+    runtimes: tuple[str, ...] = ()
+    compose: str = ""                  # `docker compose version --short`
+    docker_active: str = ""
+    docker_enabled: str = ""
+    packages: dict = field(default_factory=dict)       # name → Package (the ones the probe asks about)
+    dpkg_broken: tuple[tuple[str, str], ...] = ()      # (package, dpkg's status) not fully installed
+    apt_locks: tuple[LockHolder, ...] = ()
+    running_pid: Optional[int] = None  # an earlier bootstrap's installation still at work on the host
+    last_status: str = ""
+    apt_lists: int = 0
+    mirror: str = ""                   # the distribution's archive the host's apt uses
+    repositories: tuple[str, ...] = () # every URI the host's apt sources name
+    reboot_required: bool = False
+    reboot_packages: str = ""
+    kernel: str = ""
+    gpu_pci: int = 0                   # NVIDIA display controllers on the PCI bus
+    nvidia_smi: str = "missing"        # ok | failed | missing
+    gpus: tuple[Gpu, ...] = ()
+    nvidia_said: str = ""              # what a failing nvidia-smi said
+    nvidia_module: bool = False
+    nvidia_ctk: str = ""               # `nvidia-ctk --version`'s first line
+    dkms_nvidia: str = ""
+    secure_boot: Optional[bool] = None
+    free_kb: dict = field(default_factory=dict)        # docker | apt | usr | home → KiB free (None: unknown)
+    folders: dict = field(default_factory=dict)        # workdir | data_dir → writable | absent | not-writable | none
+    complete: bool = False             # the probe ran to its end
+
+    @property
+    def release(self) -> Optional[str]:
+        """debian-12, ubuntu-22.04 or ubuntu-24.04; None for anything else."""
+        return SUPPORTED.get((self.os_id, self.os_version))
+
+    @property
+    def driver(self) -> Optional[tuple[int, ...]]:
+        """The NVIDIA driver's version as numbers (the lowest of the GPUs'), if nvidia-smi answered."""
+        versions = [tuple(int(p) for p in m.groups() if p is not None) for g in self.gpus if (m := DRIVER.match(g.driver))]
+        return min(versions) if versions else None
+
+    def installed(self, name: str) -> bool:
+        pkg = self.packages.get(name)
+        return pkg is not None and pkg.installed
+
+    def in_docker_group(self, session: bool = True) -> bool:
+        return "docker" in (self.groups if session else self.groups_db)
+
+
+def parse(text: str) -> Facts:
+    """The probe's answer → Facts. Never raises: what is missing or malformed stays `unknown`."""
+    raw = _lines(text[:ANSWER_LIMIT])
+    one = {k: v[0] for k, v in raw.items() if v}
+    info = one.get("docker_info", "").split("|")
+    return Facts(
+        os_id=_word(one.get("os_id")), os_version=_word(one.get("os_version"), r"[0-9.]{1,10}"),
+        os_codename=_word(one.get("os_codename"), default=""), os_name=one.get("os_name") or "unknown",
+        arch=_word(one.get("arch")), foreign_archs=tuple(a for a in one.get("foreign_archs", "").split()
+                                                          if re.fullmatch(r"[a-z0-9-]{1,20}", a))[:8],
+        user=_word(one.get("user"), USER_OR_GROUP.pattern[1:-1]), uid=_int(one.get("uid")),
+        home=one.get("home", "") if re.fullmatch(r"/[A-Za-z0-9._@+/-]{0,250}", one.get("home", "")) else "",
+        groups=_groups(one.get("groups")), groups_db=_groups(one.get("groups_db")),
+        sudo=_sudo(one.get("sudo"), one.get("sudo_said", "")), sudo_said=one.get("sudo_said", ""),
+        docker_cli=bool(one.get("docker_cli")), dockerd=bool(one.get("dockerd")),
+        docker_user=one.get("docker_user") == "ok",
+        engine_version=info[0] if VERSION.fullmatch(info[0] or "-") else "",
+        docker_root=info[1] if len(info) > 1 and re.fullmatch(r"/[A-Za-z0-9._/+-]{0,250}", info[1]) else "/var/lib/docker",
+        runtimes=tuple(r for r in (info[2].split(",") if len(info) > 2 else []) if re.fullmatch(r"[A-Za-z0-9._-]{1,40}", r))[:16],
+        compose=one.get("compose", "") if VERSION.fullmatch(one.get("compose", "") or "-") else "",
+        docker_active=_word(one.get("docker_active"), default=""), docker_enabled=_word(one.get("docker_enabled"), default=""),
+        packages=_packages(raw.get("pkg", [])), dpkg_broken=_broken(raw.get("dpkg_broken", [])),
+        apt_locks=_locks(raw.get("apt_lock", [])), running_pid=_int(one.get("running")),
+        last_status=_word(one.get("last_status"), r"[0-9]{1,3}", ""), apt_lists=_int(one.get("apt_lists")) or 0,
+        mirror=archive_mirror(raw.get("source", []), raw.get("source822", []), _word(one.get("os_codename"), default="")),
+        repositories=source_uris(raw.get("source", []), raw.get("source822", [])),
+        reboot_required=one.get("reboot") == "yes", reboot_packages=one.get("reboot_pkgs", "")[:200],
+        kernel=_word(one.get("kernel"), r"[A-Za-z0-9._+~-]{1,100}", ""), gpu_pci=min(_int(one.get("gpu_pci")) or 0, 64),
+        nvidia_smi=one.get("nvidia_smi") if one.get("nvidia_smi") in ("ok", "failed", "missing") else "missing",
+        gpus=_gpus(raw.get("nvidia_said", [])) if one.get("nvidia_smi") == "ok" else (),
+        nvidia_said=" ".join(raw.get("nvidia_said", [])[:3])[:VALUE_LIMIT] if one.get("nvidia_smi") == "failed" else "",
+        nvidia_module=one.get("nvidia_module") == "loaded", nvidia_ctk=one.get("nvidia_ctk", ""),
+        dkms_nvidia=one.get("dkms_nvidia", ""), secure_boot=_secure_boot(one.get("secure_boot", "")),
+        free_kb={k: _int(one.get(f"free_{k}")) for k in ("docker", "apt", "usr", "home")},
+        folders={k: one.get(k) if one.get(k) in ("writable", "absent", "not-writable", "none") else "unknown"
+                 for k in ("workdir", "data_dir")},
+        complete=one.get("end") == "probe")
+
+
+def _lines(text: str) -> dict[str, list[str]]:
+    """key → its values in order (each printable, bounded); unknown keys and extra lines dropped."""
+    found: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if not sep or key not in KEYS or len(found.get(key, [])) >= KEYS[key]:
+            continue
+        found.setdefault(key, []).append(printable(value).replace("\t", " ").strip()[:VALUE_LIMIT])
+    return found
+
+
+def _word(value: Optional[str], pattern: str = r"[a-z0-9._-]{1,40}", default: str = "unknown") -> str:
+    return value if value is not None and re.fullmatch(pattern, value) else default
+
+
+def _int(value: Optional[str]) -> Optional[int]:
+    return int(value) if value is not None and re.fullmatch(r"[0-9]{1,15}", value) else None
+
+
+def _groups(value: Optional[str]) -> tuple[str, ...]:
+    return tuple(g for g in (value or "").split() if USER_OR_GROUP.fullmatch(g))[:64]
+
+
+def _sudo(value: Optional[str], said: str) -> str:
+    if value in ("root", "ok", "missing"):
+        return value
+    if value == "refused":
+        return "password" if "password" in said.lower() else "denied"
+    return "unknown"
+
+
+def _packages(lines: list[str]) -> dict[str, Package]:
+    found = {}
+    for line in lines:
+        parts = line.split(" ", 2)
+        if len(parts) == 3 and NAME.fullmatch(parts[0]) and VERSION.fullmatch(parts[1]) \
+                and re.fullmatch(r"[uihrp][ncUFHWTi]?[ R]?", parts[2].ljust(3)[:3]):
+            found.setdefault(parts[0], Package(parts[0], parts[1], parts[2].ljust(3)[:3]))
+    return found
+
+
+def _broken(lines: list[str]) -> tuple[tuple[str, str], ...]:
+    found = []
+    for line in lines:
+        parts = line.split(" ", 1)
+        if len(parts) == 2 and NAME.fullmatch(parts[0].split(":")[0]) and re.fullmatch(r"[a-z][A-Za-z][ R]?", parts[1]):
+            found.append((parts[0], parts[1]))
+    return tuple(found)
+
+
+def _locks(lines: list[str]) -> tuple[LockHolder, ...]:
+    found = []
+    for line in lines:
+        parts = line.split(" ")
+        if len(parts) >= 3 and re.fullmatch(r"[0-9]{1,10}", parts[0]) and parts[-1].startswith("/var/"):
+            command = " ".join(parts[1:-1])
+            found.append(LockHolder(int(parts[0]), command[:40] if re.fullmatch(r"[\x20-\x7e]{0,40}", command) else "",
+                                    parts[-1]))
+    return tuple(found)
+
+
+def _gpus(lines: list[str]) -> tuple[Gpu, ...]:
+    gpus = []
+    for line in lines:
+        driver, sep, name = line.partition(",")
+        if sep and DRIVER.fullmatch(driver.strip()):
+            gpus.append(Gpu(driver.strip(), name.strip()[:80]))
+    return tuple(gpus)
+
+
+def _secure_boot(text: str) -> Optional[bool]:
+    """mokutil's `SecureBoot enabled|disabled`, or the EFI variable's fifth byte (1: on)."""
+    lowered = text.lower()
+    if "secureboot enabled" in lowered:
+        return True
+    if "secureboot disabled" in lowered or "not supported" in lowered:
+        return False
+    if lowered.startswith("efivar"):
+        value = lowered[len("efivar"):].strip()
+        return None if not value else value == "1"
+    return None
+
+
+URI = re.compile(r"^(?:https?|file|mirror\+https?)://[A-Za-z0-9._~:/?#@!$&'()*+,;=%-]{1,300}$")
+
+
+def archive_mirror(one_line: list[str], deb822: list[str], codename: str) -> str:
+    """The URI the host's apt takes its distribution's release (`codename`) from: a one-line
+    `deb [opts] URI SUITE …` or a deb822 stanza whose Suites hold it. "" when none does."""
+    for line in one_line:
+        words = re.sub(r"\[[^]]*\]", " ", line).split()
+        if len(words) >= 3 and words[0] == "deb" and words[2] == codename and URI.match(words[1]):
+            return words[1].rstrip("/")
+    stanza: dict[str, str] = {}
+    for line in [*deb822, "--"]:
+        if line == "--":
+            uris, suites = stanza.get("URIs", "").split(), stanza.get("Suites", "").split()
+            if codename in suites and "deb" in stanza.get("Types", "deb").split() \
+                    and stanza.get("Enabled", "yes").lower() != "no" and uris and URI.match(uris[0]):
+                return uris[0].rstrip("/")
+            stanza = {}
+            continue
+        key, _, value = line.partition(":")
+        stanza.setdefault(key.strip(), value.strip())
+    return ""
+
+
+def source_uris(one_line: list[str], deb822: list[str]) -> tuple[str, ...]:
+    """Every repository URI the host's apt sources name (to tell whether Docker's or NVIDIA's is there)."""
+    uris = [w for line in one_line for w in re.sub(r"\[[^]]*\]", " ", line).split()[1:2]]
+    uris += [w for line in deb822 if line.startswith("URIs:") for w in line[5:].split()]
+    return tuple(dict.fromkeys(u.rstrip("/") for u in uris if URI.match(u)))[:64]

@@ -1,0 +1,133 @@
+"""The bootstrap stage on one host, through the one fake connection: the plan file it writes, sudo
+with the password on stdin only, the install followed through its log to its end or its failure,
+and the host judged again once the work is done."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from launcher.bootstrap import commands, stage
+from launcher.bootstrap.facts import PROBE
+from launcher.errors import RemoteError
+from launcher.inventory.load import load_cluster
+from launcher.reporter import RecordingReporter
+from launcher.ssh.connection import Result
+from support.fakes import FakeConnection
+
+BARE = """os_id=debian\nos_version=12\nos_codename=bookworm\nos_name=Debian GNU/Linux 12 (bookworm)\narch=amd64
+user=admin\nuid=1000\nhome=/home/admin\ngroups=admin\ngroups_db=admin\nsudo={sudo}\ndocker_user=no\ncompose=
+source=deb http://mirror.lan/debian bookworm main\nfree_usr=40000000\nfree_apt=40000000\nworkdir=absent\ndata_dir=none
+end=probe
+"""
+READY = """os_id=debian\nos_version=12\nos_codename=bookworm\nos_name=Debian GNU/Linux 12 (bookworm)\narch=amd64
+user=admin\nuid=1000\nhome=/home/admin\ngroups=admin docker\ngroups_db=admin docker\nsudo={sudo}\ndockerd=/usr/sbin/dockerd
+docker_user=ok\ndocker_info=20.10.24|/var/lib/docker|runc,\ncompose=2.26.1-4\ndocker_enabled=enabled
+pkg=docker.io 20.10.24 ii \npkg=docker-compose 2.26.1-4 ii \nworkdir=writable\ndata_dir=none\nend=probe
+"""
+
+
+class Host(FakeConnection):
+    """A host answering the bootstrap's commands: its facts before and after, and an install log."""
+
+    def __init__(self, logs: list[tuple[str, str]], sudo: str = "ok"):
+        super().__init__(self.answer_for, host="h1")
+        self.facts = [BARE.format(sudo=sudo), READY.format(sudo=sudo)]
+        self.logs, self.stdins, self.closed = logs, [], 0
+        self.cancel = threading.Event()
+
+    client = property(lambda self: self)
+
+    def close(self):
+        self.closed += 1
+
+    def check_cancel(self, *_):
+        pass
+
+    def run(self, command, check=True, stdin=None, **kw):
+        self.stdins.append(stdin)
+        return super().run(command, check=check, **kw)
+
+    def answer_for(self, command) -> Result:
+        if command[2:3] == [PROBE]:
+            return Result(0, self.facts[min(self.closed, 1)], "")
+        if "alive=" in str(command):
+            status, text = self.logs.pop(0) if self.logs else ("0", "")
+            size = len(text.encode())
+            return Result(0, f"status={status}\nalive={'no' if status else 'yes'}\nsize={int(command[5]) + size}\n---\n{text}", "")
+        if commands.START in command:
+            return Result(0, "started\n", "")
+        if command[:3] == ["sudo", "-S", "-p"] and command[-1] == "true":
+            return Result(0 if self.stdins[-1] == b"s3cret\n" else 1, "", "")
+        return Result(0, "", "")
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    (tmp_path / "inv.yaml").write_text("cluster: c\nssh: {user: admin, config_file: ./none}\ndefaults: {gpus: 0}\n"
+                                       "bootstrap: {apt_lock_wait_s: 30}\nhosts:\n  - {name: h1, address: 10.0.0.1}\n")
+    return load_cluster(tmp_path / "inv.yaml")
+
+
+def run_one(cluster, conn, options=stage.Options(yes=True)):
+    rep = RecordingReporter()
+    looked = stage.look_at(cluster, cluster.hosts[0], conn, options, False, rep)
+    if looked.plan.refused:
+        return looked, rep
+    return stage.work_on(cluster, cluster.hosts[0], conn, looked, options, False, rep), rep
+
+
+def test_the_host_is_installed_from_its_plan_file_followed_and_judged_ready(cluster):
+    conn = Host([("", "TFC-STEP install docker.io docker-compose\nUnpacking docker.io (20.10.24) ...\n"),
+                 ("0", "TFC-STEP start docker\nTFC-STEP group admin\nTFC-DONE\n")])
+    result, rep = run_one(cluster, conn)
+    assert result.state == "ready" and result.after.ready and conn.closed == 1        # logged in again to check
+    plan = conn.uploads["/home/admin/.cache/tfcompose/bootstrap/plan"].splitlines()
+    assert plan == ["user admin", "stage /home/admin/.cache/tfcompose/bootstrap", "lock_wait 30", "offline 0",
+                    "mirror http://mirror.lan/debian", "next trixie docker-compose", "install docker.io",
+                    "install docker-compose", "start", "group", "folder /opt/tfcompose"]
+    started = next(c for c in conn.commands if commands.START in c)
+    assert started[:3] == ["sudo", "-n", "--"]
+    assert ("h1", "installing", "docker.io docker-compose") in rep.events and ("h1", "group", "admin") in rep.events
+
+
+def test_the_sudo_password_goes_to_sudo_on_stdin_and_nowhere_else(cluster):
+    conn = Host([("0", "TFC-DONE\n")], sudo="refused\nsudo_said=sudo: a password is required")
+    refused, _ = run_one(cluster, Host([], sudo="refused\nsudo_said=sudo: a password is required"))
+    assert refused.state == "refused" and "--ask-become-pass" in refused.plan.refused
+    result, _ = run_one(cluster, conn, stage.Options(yes=True, become_pass=stage.Secret("s3cret")))
+    assert result.state == "ready"
+    started = next(c for c in conn.commands if commands.START in c)
+    assert started[:5] == ["sudo", "-S", "-p", "", "--"]
+    assert conn.stdins[conn.commands.index(started)] == b"s3cret\n"
+    assert "s3cret" not in repr(conn.commands) + repr(conn.uploads) + repr(result)
+    wrong, _ = run_one(cluster, Host([], sudo="refused\nsudo_said=sudo: a password is required"),
+                       stage.Options(yes=True, become_pass=stage.Secret("nope")))
+    assert wrong.state == "refused" and "sudo refused the password" in wrong.plan.refused
+
+
+def test_a_failed_install_is_one_line_with_its_reason(cluster):
+    conn = Host([("1", "TFC-WAIT apt's lock: python3 (pid 7) holds /var/lib/dpkg/lock-frontend\n"
+                       "TFC-FAIL apt's lock is still held after 30 s: python3 (pid 7) holds /var/lib/dpkg/lock-frontend\n")])
+    with pytest.raises(RemoteError) as err:
+        run_one(cluster, conn)
+    assert err.value.summary == "h1: apt's lock is still held after 30 s: python3 (pid 7) holds /var/lib/dpkg/lock-frontend"
+
+
+def test_an_install_that_vanished_says_to_run_again_and_one_too_long_is_left_running(cluster):
+    conn = Host([])
+    conn.logs = [("", "Unpacking containerd ...\n")]
+    conn.answer_for_orig = conn.answer_for
+    conn.answer = lambda c: (Result(0, "status=\nalive=no\nsize=10\n---\n", "") if "alive=" in str(c) else conn.answer_for_orig(c))
+    with pytest.raises(RemoteError, match="stopped before it finished .* run tfcompose bootstrap again"):
+        stage.follow(conn, cluster.hosts[0], 60, RecordingReporter())
+    slow = Host([])
+    slow.answer = lambda c: Result(0, "status=\nalive=yes\nsize=0\n---\n", "") if "alive=" in str(c) else Result(0, "", "")
+    with pytest.raises(RemoteError, match="still installing after 0 s; it goes on on the host"):
+        stage.follow(slow, cluster.hosts[0], 0.01, RecordingReporter())
+
+
+def test_the_plan_without_yes_changes_nothing(cluster):
+    conn = Host([])
+    looked = stage.look_at(cluster, cluster.hosts[0], conn, stage.Options(), False, RecordingReporter())
+    assert looked.state == "planned" and conn.uploads == {} and not any(commands.START in c for c in conn.commands)
