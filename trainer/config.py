@@ -13,7 +13,7 @@ from pydantic import Field, StringConstraints, field_validator, model_serializer
 
 from trainer import yamlfile
 from trainer.errors import ConfigError
-from trainer.validation import StrictFloatT, StrictIntT, StrictModel as _Strict, field, validate
+from trainer.validation import StrictFloatT, StrictIntT, StrictModel as _Strict, field
 
 CANDIDATE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?$"
 
@@ -307,15 +307,3 @@ def env_overrides(environ: dict[str, str]) -> list[tuple[str, Any]]:
             dotted = key[len(prefix):].lower().replace("__", ".")
             found.append((dotted, parse_yaml(environ[key], key)))
     return found
-
-
-def load_config(path: str | None, overrides: list[tuple[str, Any]] = ()) -> TrainConfig:
-    from trainer import space
-    data = read_config_file(path) if path else {}
-    for dotted, value in overrides:
-        data = apply_override(data, dotted, value)
-    cfg = validate(TrainConfig, data, where=path or "config", error=ConfigError)
-    found = space.problems(cfg)
-    if found:
-        raise ConfigError([p.line(path or "config") for p in found])
-    return cfg

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 from trainer import rank
-from trainer.config import TrainConfig, env_overrides, load_config, parse_yaml
+from trainer.config import TrainConfig, env_overrides, parse_yaml
+from trainer.load import load_config
 from trainer.errors import ConfigError, ExitCode, TfcError
 from trainer.tfconfig import ClusterInfo, is_chief, parse_tf_config
 from trainer.trials import expand

@@ -8,25 +8,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from launcher.errors import InventoryError
+from launcher.inventory.jumps import Bastion  # noqa: F401  (a jump host: resolved in jumps.py, named here too)
 from launcher.inventory.schema import Inventory
 
 
-@dataclass(frozen=True)
-class Bastion:
-    """A jump host on the way to a host (ProxyJump), resolved like OpenSSH does: user and port
-    from `[user@]host[:port]`, else the ssh config's entry for that name, else defaults."""
-
-    name: str             # as written in proxy_jump or a ProxyJump line (a name, an address or a Host alias)
-    address: str
-    user: str
-    port: int
-    identity_file: Optional[Path] = None
-    proxy_command: Optional[str] = None   # the ssh config's ProxyCommand for it (the first hop only)
-
-    @property
-    def target(self) -> str:
-        host = f"[{self.address}]" if ":" in self.address else self.address
-        return f"{self.user}@{host}:{self.port}"
 
 
 @dataclass(frozen=True)

@@ -6,17 +6,17 @@ these models and resolves every host.
 from __future__ import annotations
 
 import ipaddress
-import re
 from typing import Annotated, List, Literal, Optional, Union
 
 from pydantic import AfterValidator, Field, StringConstraints, field_validator
 
+from launcher.inventory import jumps
+from launcher.inventory.patterns import HOSTNAME_RE  # jumps.py reads it too
 from trainer.config import TrainConfig
 from trainer.validation import StrictIntT, StrictModel as _Strict, field
 
 NAME_RE = r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$"
 USER_RE = r"^[a-z_][a-z0-9_-]{0,31}$"
-HOSTNAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
 IMAGE_RE = (r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]{1,5})?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"
             r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$")
 
@@ -63,7 +63,6 @@ def _each_gpu_once(ids: list[int]) -> list[int]:
 
 
 def _jump_chain(text: str) -> str:
-    from launcher.inventory import jumps   # here: jumps.py reads this module's patterns
     jumps.parse(text)
     return text
 

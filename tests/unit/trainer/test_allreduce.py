@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from trainer.allreduce import MAX_EVERY, SHARE, allreduce_ms, choose, max_every, needs_step_time
-from trainer.config import AllreduceConfig, TrainConfig, env_overrides, load_config
+from trainer.config import AllreduceConfig, TrainConfig, env_overrides
+from trainer.load import load_config
 
 SMALL_CNN = 1_493_636          # parameters: 6 MB of float32 gradients
 

@@ -5,7 +5,8 @@ import subprocess
 import sys
 import pytest
 from support.common import REPO
-from trainer.config import TrainConfig, env_overrides, load_config
+from trainer.config import TrainConfig, env_overrides
+from trainer.load import load_config
 from trainer.errors import ConfigError
 
 
