@@ -1,0 +1,107 @@
+"""`up` as a composition: its stages in the order the README lists, each on the plan the one before
+made; nothing pushed or started when a stage before refuses; the leases given back after a run.
+The stages themselves are tested in their own files and through real hosts; here each is a recorder."""
+from __future__ import annotations
+
+import contextlib
+from types import SimpleNamespace
+
+import pytest
+
+from launcher.errors import ClusterFailed, RemoteError
+from launcher.stages import up as up_mod
+from support.builders import cluster
+
+ORDER = ["leases", "preflight", "image.prepare", "leases.name_run", "push.claim", "image.provide",
+         "dataset", "links", "push", "push.place_keys", "start"]
+
+
+class FakeGroup:
+    def __init__(self, cluster, reporter=None, parallel=None):
+        self.cluster, self.reporter = cluster, SimpleNamespace(stage=lambda *a: None, warn=lambda *a: None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.fixture
+def stages(monkeypatch):
+    """Every stage `up` calls, recorded in order; `fail` names one that raises."""
+    seen: list[str] = []
+    fail: dict[str, Exception] = {}
+
+    def step(name, result=None):
+        def call(*args, **kwargs):
+            seen.append(name)
+            if name in fail:
+                raise fail[name]
+            return result
+        return call
+
+    @contextlib.contextmanager
+    def taken(group, plan, queue, break_lease):
+        seen.append("leases")
+        try:
+            yield SimpleNamespace(start=lambda: contextlib.nullcontext(seen.append("held.start")))
+        finally:
+            seen.append("leases.given_back_if_nothing_started")
+
+    facts = {"h0": {}, "h1": {}}
+    monkeypatch.setattr(up_mod, "Group", FakeGroup)
+    monkeypatch.setattr(up_mod.dataset_source, "source_manifest", lambda *a: None)
+    monkeypatch.setattr(up_mod.leases, "taken", taken)
+    monkeypatch.setattr(up_mod.leases, "name_run", step("leases.name_run"))
+    monkeypatch.setattr(up_mod.leases, "release", step("leases.release", SimpleNamespace(failed={})))
+    monkeypatch.setattr(up_mod.preflight, "check_cluster",
+                        step("preflight", (facts, SimpleNamespace(nics={}, gpu_overrides={}))))
+    monkeypatch.setattr(up_mod.image, "prepare", step("image.prepare"))
+    monkeypatch.setattr(up_mod.image, "provide", step("image.provide", {}))
+    monkeypatch.setattr(up_mod.dataset, "needed", lambda c: True)
+    monkeypatch.setattr(up_mod.dataset, "provide", step("dataset", {}))
+    monkeypatch.setattr(up_mod.links, "needed", lambda plan, facts: True)
+    monkeypatch.setattr(up_mod.links, "check", step("links", SimpleNamespace(slowest_mbit_s=940.0)))
+    monkeypatch.setattr(up_mod.push, "claim", step("push.claim"))
+    monkeypatch.setattr(up_mod.push, "push", step("push", {}))
+    monkeypatch.setattr(up_mod.push, "place_keys", step("push.place_keys"))
+    monkeypatch.setattr(up_mod.render, "render_cluster", lambda plan: plan)
+    monkeypatch.setattr(up_mod.start, "start", step("start", {}))
+    monkeypatch.setattr(up_mod.wait, "wait_for_end", step("wait", SimpleNamespace(failed=False, message="")))
+    monkeypatch.setattr(up_mod, "live", lambda *a: contextlib.nullcontext())
+    monkeypatch.setattr(up_mod, "sampling", lambda *a: contextlib.nullcontext())
+    monkeypatch.setattr(up_mod, "collect_into", step("collect"))
+    monkeypatch.setattr(up_mod.hooks, "after_run", step("hook", ""))
+    return SimpleNamespace(seen=seen, fail=fail)
+
+
+def test_up_runs_its_stages_in_the_order_the_readme_lists(stages):
+    summary = up_mod.up(cluster(2))
+    assert [s for s in stages.seen if s not in ("held.start", "leases.given_back_if_nothing_started")] == ORDER
+    # the containers start while the leases are held, and a started run keeps them
+    assert stages.seen.index("held.start") < stages.seen.index("start")
+    assert summary.how == "new"          # no run on the chief: a new one, named as runs.py names runs
+    from launcher.runs import RUN_ID_RE
+    assert RUN_ID_RE.match(summary.run_id)
+
+
+def test_up_wait_then_collects_runs_the_hook_and_gives_the_leases_back(stages):
+    up_mod.up(cluster(2), wait_for_end=True)
+    assert stages.seen[-4:] == ["wait", "collect", "hook", "leases.release"]
+
+
+def test_a_failed_run_is_still_collected_and_its_leases_given_back_before_the_error(stages, monkeypatch):
+    monkeypatch.setattr(up_mod.wait, "wait_for_end", lambda *a, **k: SimpleNamespace(failed=True, message="h1 lost"))
+    with pytest.raises(ClusterFailed, match="h1 lost"):
+        up_mod.up(cluster(2), wait_for_end=True)
+    assert stages.seen[-3:] == ["collect", "hook", "leases.release"]
+
+
+@pytest.mark.parametrize("refusing", ["preflight", "image.prepare", "dataset", "links"])
+def test_nothing_is_pushed_or_started_when_a_stage_before_refuses(stages, refusing):
+    stages.fail[refusing] = RemoteError("h1", reason="not ready")
+    with pytest.raises(RemoteError):
+        up_mod.up(cluster(2))
+    assert "push" not in stages.seen and "start" not in stages.seen
+    assert stages.seen[-1] == "leases.given_back_if_nothing_started"
