@@ -62,11 +62,13 @@ def plot_search(doc: dict, out: Path, save) -> Path:
     for state in sorted({r.get("state") for r, _ in curves} - {"complete", "pruned", None}):
         style, width, alpha = STATE_STYLE.get(state, ("-", 1.0, 0.6))
         handles.append(Line2D([], [], color="black", linestyle=style, linewidth=width, alpha=alpha,
-                              label=f"{state} (its epochs so far)"))
+                              label=axes.plain(f"{state} (its epochs so far)", 60)))
     handles += [Line2D([], [], color="grey", linestyle=":", label="rung: the pruner judges here")] if rungs else []
     fig.legend(handles=handles, loc="outside right upper", fontsize=8, frameon=False)
-    ax.set_title(f"Search: sampler {doc['search'].get('sampler')}, pruner {doc['search'].get('pruner')}; "
-                 + ", ".join(f"{n} {s}" for s, n in counts.items()), fontsize=10)
+    # Every word of it from a results file: printable, bounded, `$` literal (axes.plain).
+    ax.set_title(axes.plain(f"Search: sampler {one_line(str(doc['search'].get('sampler')), 20)}, pruner "
+                            f"{one_line(str(doc['search'].get('pruner')), 20)}; "
+                            + ", ".join(f"{n} {one_line(str(s), 20)}" for s, n in counts.items()), 200), fontsize=10)
     return save(fig, out / "search.png", layout=False)
 
 

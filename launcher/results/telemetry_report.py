@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
+from launcher.results.axes import plain
 from launcher.telemetry import csvfile, rules
 from launcher.telemetry.samples import Sample, finite
 
@@ -151,7 +152,7 @@ def _panel(ax, host: str, kept: HostSeries, doc: dict, episodes: list, t0: float
     for i, (name, start, end) in enumerate(spans):
         ax.axvspan(minutes(start), minutes(end), color="#2a9d8f" if i % 2 else "#e9c46a", alpha=0.15, linewidth=0)
         if len(spans) <= NAMED_TRIALS:
-            ax.text(minutes(start), 101, name[:28], fontsize=7, va="bottom", clip_on=True)
+            ax.text(minutes(start), 101, plain(name, 28), fontsize=7, va="bottom", clip_on=True)
     for t in kept.epochs:
         ax.axvline(minutes(t), ymin=0.94, ymax=1.0, color="black", linewidth=0.8)
     for episode in episodes:                    # a band below 0, under the lines
@@ -159,7 +160,7 @@ def _panel(ax, host: str, kept: HostSeries, doc: dict, episodes: list, t0: float
                         label="warning")
     ax.set_ylim(-10, 112)
     ax.set_yticks([0, 20, 40, 60, 80, 100])
-    ax.set_ylabel(f"{host}\n% busy", fontsize=9)
+    ax.set_ylabel(plain(f"{host}\n% busy", 40), fontsize=9)
     handles, labels = ax.get_legend_handles_labels()
     if handles:
         unique = dict(zip(labels, handles))
