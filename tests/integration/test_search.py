@@ -166,13 +166,15 @@ def test_sync_search_space_with_early_stopping(trainers, tmp_path):
         assert sum(map(sum, r["confusion_matrix"])) == doc["images"]["val"]
         assert r["stopped_early"] == (r["epochs_run"] < 4)
     assert any(r["stopped_early"] for r in records.values())  # val_accuracy saturates on this data
-    # A grid from before the study: the same fields as before, nothing of the study added.
+    # A grid from before the study: the same fields as before, nothing of the study added; only each
+    # trial's start and end (the trainer's clock), which telemetry needs for its per-trial figures.
     assert set(doc) == {"schema", "best", "candidates", "workers", "replicas", "restarts", "mode", "precision",
                         "class_names", "images", "skipped_images", "started", "finished", "tensorflow"}
     assert set(doc["best"]) == {"candidate", "val_accuracy"}
     assert all(set(r) == {"candidate", "architecture", "learning_rate", "batch_per_replica", "val_accuracy", "val_loss",
                           "train_seconds", "images_per_second", "epochs", "epochs_run", "resumed_from_epoch",
-                          "stopped_early", "params", "history", "confusion_matrix", "start"} for r in records.values())
+                          "stopped_early", "params", "history", "confusion_matrix", "start", "started_at", "ended_at"}
+               for r in records.values())
     assert not (tmp_path / "r" / "study.db").exists()
 
 
