@@ -22,6 +22,7 @@ from support.common import free_ports, require
 from support.digits import write_digits
 from support.lab import Lab, available
 from support.sshd import write_inventory
+from support.hparams import hparams_sessions
 from trainer.results import safe_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]   # the lab's set-up counts in the first
@@ -97,25 +98,11 @@ def assert_only_its_own(folder: Path, doc: dict) -> None:
     for host in ("h0", "h1", "h2"):
         for history in (folder / "hosts" / host / "history").glob("*.csv"):
             assert history.stem in names and names[history.stem]["host"] == host, history
-    sessions = hparams_sessions(folder)
+    sessions = hparams_sessions(folder, "hosts/*/tensorboard/*/events.out.tfevents.*")
     assert set(sessions) == set(names)
     for run, session in sessions.items():
         assert session["learning_rate"] == pytest.approx(names[run]["learning_rate"])
         assert session["small_cnn.width"] == names[run]["hyperparameters"]["width"]
-
-
-def hparams_sessions(folder: Path) -> dict[str, dict]:
-    """Every HParams session (a trial in TensorBoard's dashboard) of every host: its values."""
-    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
-    from tensorboard.plugins.hparams import plugin_data_pb2
-    found = {}
-    for events in folder.glob("hosts/*/tensorboard/*/events.out.tfevents.*"):
-        for event in EventFileLoader(str(events)).Load():
-            for value in event.summary.value:
-                if value.tag == "_hparams_/session_start_info":
-                    info = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content).session_start_info
-                    found[events.parent.name] = {k: v.number_value or v.string_value for k, v in info.hparams.items()}
-    return found
 
 
 def search_lines(output: str) -> list[str]:

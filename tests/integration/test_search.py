@@ -19,6 +19,7 @@ from launcher.inventory.load import load_cluster
 from launcher.stages import render
 from support.cluster import cli, labelled, run_results, up_wait
 from support.common import REPO, free_ports
+from support.hparams import hparams_sessions
 from trainer import results
 from trainer.results import safe_name
 
@@ -81,24 +82,10 @@ def test_a_sampled_sync_search_with_asha_prunes_at_the_first_rung_on_every_worke
     assert all(8 <= r["hyperparameters"]["width"] <= 32 for r in doc["candidates"])
     assert "search:" in out and "pruned" in out                      # the live view's summary line
     assert matplotlib.image.imread(latest / "search.png").shape[0] > 100
-    sessions = hparams_runs(latest / "tensorboard")
+    sessions = hparams_sessions(latest / "tensorboard")
     assert {safe_name(r["candidate"]): (r["learning_rate"], r["hyperparameters"]["width"]) for r in doc["candidates"]} == \
         {run: (values["learning_rate"], values["small_cnn.width"]) for run, values in sessions.items()}
     assert cli(capsys, "down", "-i", str(inv))[0] == 0
-
-
-def hparams_runs(folder) -> dict[str, dict]:
-    """Each run folder's HParams session (what the HParams dashboard lists as a trial): its values."""
-    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
-    from tensorboard.plugins.hparams import plugin_data_pb2
-    found = {}
-    for events in folder.glob("*/events.out.tfevents.*"):
-        for event in EventFileLoader(str(events)).Load():
-            for value in event.summary.value:
-                if value.tag == "_hparams_/session_start_info":
-                    info = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content).session_start_info
-                    found[events.parent.name] = {k: v.number_value or v.string_value for k, v in info.hparams.items()}
-    return found
 
 
 def test_a_host_lost_for_good_mid_trial_has_its_trial_finished_on_another(cluster_env, capsys, tmp_path):
