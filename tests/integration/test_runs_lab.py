@@ -54,7 +54,7 @@ def inventory(lab: Lab, folder: Path, digits: Path, image: str, **defaults) -> t
     name = f"u{uuid.uuid4().hex[:8]}"
     train = {"dataset": {"kind": "image_folder", "train_dir": "/data", "val_dir": None, "validation_split": 0.25,
                          "image_size": [16, 16], "color_mode": "grayscale"},
-             "candidates": ["small_cnn"], "epochs": 3, "batch_per_replica": 32, "join_timeout_s": 120,
+             "candidates": ["small_cnn"], "epochs": 6, "batch_per_replica": 32, "join_timeout_s": 120,
              # 3 rates × 2 batches × 2 widths: 12 points, of which TPE draws 6
              "search": {"mode": "parallel", "sampler": "tpe", "trials": BUDGET, "seed": 3,
                         "learning_rates": [0.01, 0.003, 0.001], "batch_per_replica": [16, 32],
