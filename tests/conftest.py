@@ -14,6 +14,8 @@ from support.cluster import TRAIN, labelled
 from support.common import REPO, TEST_IMAGE, TrainerProcs, docker_ok, ensure_base_image, free_ports, require
 from support.sshd import write_inventory
 
+pytest_plugins = ["support.timing"]
+
 
 def pytest_configure(config):
     # Ctrl-C is part of what the tests check. A suite started in the background of a shell without
