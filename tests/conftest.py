@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from support import rigs
 from support.cluster import TRAIN, labelled
 from support.common import REPO, TEST_IMAGE, TrainerProcs, docker_ok, ensure_base_image, free_ports, require
 from support.sshd import write_inventory
@@ -17,11 +18,16 @@ from support.sshd import write_inventory
 pytest_plugins = ["support.timing"]
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     # Ctrl-C is part of what the tests check. A suite started in the background of a shell without
     # job control inherits SIGINT ignored, and so would every `tfcompose` it runs (an ignored
     # signal stays ignored across exec): Python's own handler back, which exec resets to the default.
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    # The run's root, its rigs and the check that nothing is left (tests/support/rigs.py): made by
+    # the controller (a lane finds the root in its environment), and only when integration tests run.
+    if not hasattr(config, "workerinput") and rigs.wants_rigs(config.args):
+        config.pluginmanager.register(rigs.RunKeeper(config), "tfc-run-keeper")
 
 
 @pytest.fixture(autouse=True)
@@ -54,13 +60,26 @@ def image_folder(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def trainer_image() -> str:
-    """The trainer image, built the way users build it (`make image`) from the offline base."""
+    """The trainer image, built the way users build it (`make image`) from the offline base: once
+    per run (with two lanes, by the first that asks)."""
     require(docker_ok(), "no Docker engine answers `docker info`")
-    base = ensure_base_image()          # tf-offline-base:cpu when here, else tensorflow/tensorflow:latest pulled
-    build = subprocess.run(["make", "image", f"BASE_IMAGE={base}", f"IMAGE={TEST_IMAGE}"], cwd=REPO,
-                           capture_output=True, text=True, timeout=900)
-    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+
+    def build(folder: Path) -> None:
+        base = ensure_base_image()      # tf-offline-base:cpu when here, else tensorflow/tensorflow:latest pulled
+        done = subprocess.run(["make", "image", f"BASE_IMAGE={base}", f"IMAGE={TEST_IMAGE}"], cwd=REPO,
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rigs.once("trainer-image", build)
     return TEST_IMAGE
+
+
+@pytest.fixture(scope="session")
+def engine_template(trainer_image) -> Path:
+    """A Docker data root holding the trainer image, loaded once per run: every LAN-lab engine
+    starts from a copy (support/engine.py), so no lab waits for a 3 GB `docker load`. The labs that
+    test shipping an image to an empty engine (relay, bootstrap) do not use it."""
+    from support.engine import make_template
+    return rigs.once("engine-template", lambda folder: make_template(folder, [trainer_image])) / "data"
 
 
 @pytest.fixture
@@ -74,10 +93,30 @@ def sshd_farm(tmp_path):
     farm.stop()
 
 
+def shared_cache() -> Path:
+    """The run's XDG cache (tfcompose's split image layers): one for every test and lane."""
+    return rigs.run_root() / "shared" / "xdg-cache"
+
+
+@pytest.fixture(autouse=True)
+def own_cache(monkeypatch):
+    """Every `up` of the run shares one cache, under the run's root: the trainer image is split
+    into layers once, and nothing goes into this machine's own ~/.cache (unit-only runs: untouched)."""
+    if os.environ.get(rigs.ENV):
+        monkeypatch.setenv("XDG_CACHE_HOME", str(shared_cache()))
+
+
 @pytest.fixture(scope="session")
-def image_cache(tmp_path_factory) -> Path:
-    """One XDG cache for the session: the trainer image's layers are split and compressed once."""
-    return tmp_path_factory.mktemp("xdg-cache")
+def image_cache(trainer_image) -> Path:
+    """The run's cache with the trainer image already split into its compressed layers (once per
+    run: a cold `docker save` of 3 GB takes minutes, and is not what the tests that ship check)."""
+    def split(_folder: Path) -> None:
+        from launcher.image.local import Shipment, local_image_id
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("XDG_CACHE_HOME", str(shared_cache()))
+            Shipment(trainer_image, local_image_id(trainer_image)).parts()
+    rigs.once("image-split", split)
+    return shared_cache()
 
 
 @pytest.fixture(scope="session")

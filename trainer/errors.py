@@ -43,3 +43,10 @@ class DataError(BadInput):
 
 class ClusterError(TfcError):
     """The cluster did not form, lost a peer, or lacks the devices it was promised."""
+
+
+def one_line(exc: BaseException) -> str:
+    """One line on why something failed (a trial, for its record and the log): its kind and the
+    first line of its message."""
+    first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

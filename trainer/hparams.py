@@ -51,8 +51,14 @@ def _domain(spec):
     if isinstance(spec, Range):
         low, high = spec.bounds
         return hp.IntInterval(int(low), int(high)) if spec.kind.endswith("integer") else hp.RealInterval(float(low), float(high))
+    return hp.Discrete(choices(spec))
+
+
+def choices(spec: list) -> list:
+    """A choice's values as one dtype, which tensorboard's Discrete needs: whole numbers or texts
+    as they are, whole and fractional numbers all as floats ([0, 0.25]), a mixture as texts."""
     if all(isinstance(v, int) for v in spec) or all(isinstance(v, str) for v in spec):
-        return hp.Discrete(sorted(set(spec), key=str))
-    if all(isinstance(v, (int, float)) for v in spec):     # [0, 0.25]: one dtype, as Discrete needs
-        return hp.Discrete(sorted({float(v) for v in spec}))
-    return hp.Discrete(sorted({str(v) for v in spec}))
+        return sorted(set(spec), key=str)
+    if all(isinstance(v, (int, float)) for v in spec):
+        return sorted({float(v) for v in spec})
+    return sorted({str(v) for v in spec})

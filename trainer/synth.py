@@ -40,9 +40,15 @@ def make_images(classes: int, per_class: int, size: tuple[int, int], channels: i
 
 
 def encode_png(image: np.ndarray) -> bytes:
-    import tensorflow as tf  # imported here: generating arrays in memory needs no TensorFlow
+    """One image (height × width × channels, uint8) as PNG bytes, with Pillow: writing folders is
+    for this machine (tests, benchmarks), where matplotlib brings it; the image never writes any."""
+    import io
 
-    return tf.io.encode_png(image).numpy()
+    from PIL import Image  # imported here: generating arrays in memory needs no Pillow
+
+    out = io.BytesIO()
+    Image.fromarray(image[..., 0] if image.shape[-1] == 1 else image).save(out, format="PNG")
+    return out.getvalue()
 
 
 def write_folder(out: Path, classes: int, per_class: int, size: int, channels: int = 1,

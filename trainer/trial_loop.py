@@ -13,7 +13,6 @@ A source (`TrialSource`) is where trials come from and go back to:
 from __future__ import annotations
 
 import contextlib
-import csv
 import math
 import time
 from dataclasses import asdict
@@ -22,10 +21,10 @@ from typing import Callable, Protocol, Union
 
 import tensorflow as tf
 
-from trainer import results, space
+from trainer import history, results, space
 from trainer.backup import SearchState
 from trainer.config import TrainConfig
-from trainer.errors import ClusterError
+from trainer.errors import ClusterError, one_line
 from trainer.progress import Tracker
 from trainer.search import TrialFailed, backup_root, load_state, save_best, train_trial
 from trainer.trials import Trial, expand
@@ -107,7 +106,7 @@ def train_one(source: TrialSource, trial: Trial, cfg: TrainConfig, task: str, st
             outcome = train_trial(trial, cfg, data, strategy, task, chief, log, backup_root(cfg, task),
                                   (source.tracker, source.index(trial)), source.epochs, [check])
     except TrialFailed as exc:          # its model could not be built: the same on every worker
-        log(f"[{task}] {trial.name} failed: {failure(exc)}; the search goes on")
+        log(f"[{task}] {trial.name} failed: {one_line(exc)}; the search goes on")
         source.fail(trial, exc, build=True)
         return None
     except ClusterError:
@@ -115,29 +114,13 @@ def train_one(source: TrialSource, trial: Trial, cfg: TrainConfig, task: str, st
     except Exception as exc:            # noqa: BLE001  (a parallel host's own trouble: the search goes on)
         if not source.alone:
             raise
-        log(f"[{task}] {trial.name} failed: {failure(exc)}; the search goes on")
+        log(f"[{task}] {trial.name} failed: {one_line(exc)}; the search goes on")
         source.fail(trial, exc, build=False)
         return None
     if check.why == "lost":
         log(f"[{task}] {trial.name} was handed to another host while this one was silent; dropped it")
         return None
-    return source.record(trial, outcome.record, check.why, curve_of(cfg, outcome.record, seen)), outcome.model
-
-
-def curve_of(cfg: TrainConfig, record: dict, check_logs: list[dict]) -> list[float]:
-    """The trial's val_accuracy per epoch: from its history file, which keeps the epochs before
-    a restart, else (a worker that keeps no files) the epochs this process saw."""
-    try:
-        with (Path(cfg.results_dir) / record["history"]).open(newline="") as fh:
-            return [float(row["val_accuracy"]) for row in csv.DictReader(fh)]
-    except (OSError, KeyError, ValueError, TypeError):
-        return [float(logs.get("val_accuracy", math.nan)) for logs in check_logs]
-
-
-def failure(exc: BaseException) -> str:
-    """One line on why a trial failed, for its record and the log."""
-    first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return source.record(trial, outcome.record, check.why, history.curve_of(cfg.results_dir, outcome.record, seen)), outcome.model
 
 
 def figures(logs: dict) -> tuple[float, float]:
@@ -250,7 +233,7 @@ class StudySource:
 
     def fail(self, trial: Trial, exc: BaseException, build: bool) -> None:
         if self.chief:
-            self.study.fail(trial.number, failure(exc))
+            self.study.fail(trial.number, one_line(exc))
 
 
 # --- parallel: this host alone, from the chief's queue -------------------------------------------------
@@ -299,4 +282,4 @@ class QueueSource:
                                            or k == "confusion_matrix"})
 
     def fail(self, trial: Trial, exc: BaseException, build: bool) -> None:
-        self.channel.fail(trial.number, failure(exc), build)
+        self.channel.fail(trial.number, one_line(exc), build)

@@ -86,20 +86,8 @@ def apt_state(host) -> str:
                    "ls /opt 2>&1").stdout
 
 
-@pytest.fixture(scope="module")
-def image_split(trainer_image, image_cache) -> str:
-    """The trainer image split into the session's layer cache once (shared with the other tests that
-    ship it): a cold `docker save` of 3 GB takes minutes on this busy machine, and is not bootstrap's."""
-    from launcher.image.local import Shipment, local_image_id
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("XDG_CACHE_HOME", str(image_cache))
-        Shipment(trainer_image, local_image_id(trainer_image)).parts()
-    return trainer_image
-
-
 @pytest.mark.timeout(1500)
-def test_two_bare_hosts_are_made_ready_by_one_command_then_train_together(lab, tmp_path, capsys, digits, image_split):
-    trainer_image = image_split
+def test_two_bare_hosts_are_made_ready_by_one_command_then_train_together(lab, tmp_path, capsys, digits, trainer_image):
     b0, b1 = lab.hosts[:2]
     inv = inventory(lab, tmp_path, [b0, b1], image=trainer_image, base_image="tf-offline-base:cpu",
                     dataset_source=str(digits), defaults={"data_dir": "/srv/digits"},

@@ -28,15 +28,15 @@ TRAIN = {"dataset": {"kind": "synthetic", "image_size": [32, 32], "per_class": 3
 
 
 @pytest.fixture(scope="module")
-def lab(trainer_image):
+def lab(engine_template):
     ok, why = available()
     require(ok, why)
     # Its own /24 (10.213.60): the other labs (10.213.8, 10.213.9, 10.213.0) may be up at the same time.
-    built = Lab(tag=f"jp{os.getpid() % 1000}", subnet="10.213.60")
+    # Its engines start with the trainer image (the run's engine template).
+    built = Lab(tag=f"jp{os.getpid() % 1000}", subnet="10.213.60", template=engine_template)
     try:
         built.up(2, bastions=1)
         built.only_through(built.bastions[0])
-        built.load_image(trainer_image)
         yield built
     finally:
         built.down()

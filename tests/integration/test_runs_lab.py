@@ -30,13 +30,13 @@ BUDGET = 6
 
 
 @pytest.fixture(scope="module")
-def lab(trainer_image):
+def lab(engine_template):
     ok, why = available()
     require(ok, why)
-    # Its own /24 (10.213.70): the other labs (8, 9, 0, 30, 40, 50, 60) may be up at the same time.
-    built = Lab(tag=f"u{os.getpid() % 1000}", subnet="10.213.70").up(3, local_first=True)
+    # Its own /24 (10.213.70): the other labs (8, 9, 0, 30, 40, 50, 60, 71) may be up at the same time.
+    # Its engines start with the trainer image (the run's engine template).
+    built = Lab(tag=f"u{os.getpid() % 1000}", subnet="10.213.70", template=engine_template).up(3, local_first=True)
     try:
-        built.load_image(trainer_image)
         yield built
     finally:
         built.down()

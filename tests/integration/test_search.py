@@ -189,9 +189,12 @@ def test_the_readmes_sampled_space_runs_and_a_new_run_starts_a_study_of_its_own(
     assert (results_dir / "study.db").is_file() and not (results_dir / "backup").exists()
     again, log = alone(trainers, tmp_path, "again", sampled)        # the same search run again: trained again
     assert log.count(" epoch 1/2 ") == 3 and len(again["candidates"]) == 3
-    other = {**sampled, "search": {**sampled["search"], "learning_rate": [0.5, 0.25], "seed": 99}}
-    second, _ = alone(trainers, tmp_path, "second", other)          # the same results folder, another space
-    assert {r["learning_rate"] for r in second["candidates"]} <= {0.5, 0.25}
+    # Another space in the same results folder, its choice of whole and fractional numbers one
+    # numeric HParams dimension (tensorboard's Discrete wants one dtype).
+    other = {**sampled, "search": {**sampled["search"], "learning_rate": [1, 0.25], "seed": 99}}
+    second, _ = alone(trainers, tmp_path, "second", other)
+    assert {r["learning_rate"] for r in second["candidates"]} <= {1.0, 0.25}
+    assert list(results_dir.glob("tensorboard/events.out.tfevents.*"))
 
 
 def test_a_trial_its_builder_refuses_fails_alone_and_the_search_goes_on(trainers, tmp_path):

@@ -27,14 +27,14 @@ ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEM
 
 
 @pytest.fixture(scope="module")
-def slurm(trainer_image):
+def slurm(engine_template):
     ok, why = available()
     require(ok, why)
-    # Its own /24 (10.213.30; `bench/lanlab.py up N --slurm` takes 10.213.31), names starting `tfs`.
-    lab = SlurmLab(tag=f"s{os.getpid() % 1000}", subnet="10.213.30")
+    # Its own /24 (10.213.30; `bench/lanlab.py up N --slurm` takes 10.213.31), names starting `tfs`;
+    # its engines start with the trainer image (the run's engine template).
+    lab = SlurmLab(tag=f"s{os.getpid() % 1000}", subnet="10.213.30", template=engine_template)
     try:
         lab.up(2)
-        lab.load_image(trainer_image)
         yield lab
     finally:
         lab.down()

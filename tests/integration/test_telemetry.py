@@ -35,20 +35,17 @@ from support.lab import Lab, available, enter
 from support.sshd import write_inventory
 
 pytestmark = pytest.mark.integration
-SMALL_IMAGE = "offline-base-rootfs:bookworm"        # a shell is all a CPU burner needs
 BURN = ["sh", "-c", "while :; do :; done"]
 
 
 @pytest.fixture(scope="module")
-def lab():
+def lab(engine_template):
     ok, why = available()
     require(ok, why)
-    require(subprocess.run(["docker", "image", "inspect", SMALL_IMAGE], capture_output=True).returncode == 0,
-            f"{SMALL_IMAGE} is missing (bash ../shared/ci/build-offline-base.sh)")
-    # Its own /24 (10.213.70; TFC_LAB_NET moves it): the other labs may be up at the same time.
-    built = Lab(tag=f"tm{os.getpid() % 1000}", subnet="10.213.70").up(2, rate="100mbit")
+    # Its own /24 (10.213.71; TFC_LAB_NET moves it): the other labs may be up at the same time. Its
+    # engines start with the trainer image (the run's engine template), whose shell runs the burners.
+    built = Lab(tag=f"tm{os.getpid() % 1000}", subnet="10.213.71", template=engine_template).up(2, rate="100mbit")
     try:
-        built.load_image(SMALL_IMAGE)
         yield built
     finally:
         built.down()
@@ -65,14 +62,14 @@ def gpu_inventory(path: Path, gpus: dict) -> Path:
 
 
 @pytest.fixture
-def burning(lab, tmp_path):
+def burning(lab, tmp_path, trainer_image):
     """A cluster whose `container` on h0 burns CPU under a 0.5-CPU quota and 256 MiB, on h1 under 0.25."""
     name = f"tm{uuid.uuid4().hex[:8]}"
     inv = write_inventory(lab, tmp_path / "inv.yaml", name, lab.hosts, known_hosts=lab.known_hosts(), train=TRAIN,
-                          image=SMALL_IMAGE)
+                          image=trainer_image)
     for host, cpus in zip(lab.hosts, ("0.5", "0.25")):
         host.docker("run", "-d", "--label", f"tfcompose.cluster={name}", "--label", f"tfcompose.host={host.name}",
-                    "--label", "tfcompose.run=0123456789ab", "--cpus", cpus, "-m", "256m", SMALL_IMAGE, *BURN)
+                    "--label", "tfcompose.run=0123456789ab", "--cpus", cpus, "-m", "256m", "--entrypoint", "", trainer_image, *BURN)
     yield name, gpu_inventory(inv, {"h1": [0, 1]})
     for host in lab.hosts:
         ids = host.docker("ps", "-aq", "--filter", f"label=tfcompose.cluster={name}").stdout.split()

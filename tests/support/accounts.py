@@ -35,11 +35,15 @@ def available() -> tuple[bool, str]:
 
 def account_name() -> str:
     """One per checkout (TFC_LAB_NET): two test runs on one machine never share an account."""
-    return f"tfcn{os.environ.get('TFC_LAB_NET', '213').strip() or '213'}"[:32]
+    lane = os.environ.get("PYTEST_XDIST_WORKER", "").replace("gw", "")     # two lanes, two neighbours
+    return f"tfcn{os.environ.get('TFC_LAB_NET', '213').strip() or '213'}{lane}"[:32]
 
 
 def create(name: str) -> Account:
     remove(name)
+    if os.environ.get("TFC_TEST_RUN"):           # the run's ledger names it: a killed run's is removed
+        from support import rigs
+        rigs.note("account", name=name)
     subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell",
                     "/usr/sbin/nologin", "--user-group", name], check=True, capture_output=True)
     return Account(name, pwd.getpwnam(name).pw_uid)

@@ -180,7 +180,9 @@ class BareLab:
     mirror: str = ""
 
     def __post_init__(self):
+        from support.lab import test_root
         self.subnet = own_subnet(self.subnet)
+        self.root_dir = test_root(self.root_dir, "bare")
 
     @property
     def root(self) -> Path:
@@ -198,6 +200,9 @@ class BareLab:
         """One bare host per entry, online (a route to the mirror) or offline (none)."""
         self.down()
         self.root.mkdir(parents=True)
+        if os.environ.get("TFC_TEST_RUN"):       # the run's ledger names it: a killed run's is taken down
+            from support import rigs
+            rigs.note("bare", tag=self.tag, subnet=self.subnet, root_dir=str(self.root_dir))
         keygen(self.key)
         lan = self.lan.up(len(online))
         self.mirror = mirror_address()

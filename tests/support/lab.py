@@ -99,9 +99,11 @@ class Lab:
     prefix: str = "tf"            # starts every namespace, link and bridge name
     name_hosts: bool = False      # containers on every engine resolve the hosts' names (<root>/hosts)
     engine_group: str | None = None    # the group that may use the engines' sockets (dockerd -G)
+    template: Path | None = None       # engines start with this data root's images (support/engine.py)
 
     def __post_init__(self):
         self.subnet, self.tag = own_subnet(self.subnet), own_tag(self.tag)
+        self.root_dir = test_root(self.root_dir, "labs")
 
     @property
     def root(self) -> Path:
@@ -122,6 +124,7 @@ class Lab:
         self.down()
         self.clear_stale_labs()
         self.root.mkdir(parents=True)
+        self._note()
         keygen(self.user_key)
         lan = self.lan.up((n - 1 if local_first else n) + bastions)
         if local_first:
@@ -143,6 +146,12 @@ class Lab:
             self._start_host(bastion, engine=False)
         self._record()
         return self
+
+    def _note(self) -> None:
+        """In a test run, the run's ledger names the lab, so that a killed run's is taken down."""
+        if os.environ.get("TFC_TEST_RUN"):
+            from support import rigs
+            rigs.note("lab", tag=self.tag, root_dir=str(self.root_dir), subnet=self.subnet, prefix=self.prefix)
 
     def _record(self) -> None:
         """<root>/lab.json: what this lab is and who made it when, so that another `lanlab.py up`
@@ -188,6 +197,9 @@ class Lab:
 
     def _start_engine(self, host: LabHost) -> None:
         f = host.folder
+        if self.template:
+            from support.engine import seed
+            seed(self.template, f / "data")
         log = open(f / "dockerd.log", "w")
         dockerd = ["dockerd", "--data-root", f"{f}/data", "--exec-root", f"{f}/exec", "--pidfile", f"{f}/docker.pid",
                    "-H", host.docker_host, "--bridge=none", "--iptables=false", "--ip6tables=false", "--ip-masq=false",
@@ -275,6 +287,13 @@ class Lab:
             subprocess.run(["umount", "-l", mount], capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
         self.hosts, self.bastions = [], []
+
+
+def test_root(default: Path, kind: str) -> Path:
+    """In a test run (TFC_TEST_RUN), rigs live under the run's root; elsewhere (a bench, a user's
+    lab) where they were asked to."""
+    run = os.environ.get("TFC_TEST_RUN")
+    return Path(run) / kind if run and default in (ROOT, Path("/tmp/tfcompose-bare")) else default
 
 
 def enter(ns: str) -> list[str]:

@@ -62,6 +62,11 @@ class SlurmLab(Lab):
         """Every node sees it (and JOB_USER may make folders in it)."""
         return self.root / "shared"
 
+    def _note(self) -> None:
+        if os.environ.get("TFC_TEST_RUN"):
+            from support import rigs
+            rigs.note("slurm", tag=self.tag, root_dir=str(self.root_dir), subnet=self.subnet)
+
     def up(self, n: int = 2, **kw) -> "SlurmLab":
         super().up(n, **kw)
         for folder in (self.root_dir, self.root, *(h.folder for h in self.hosts)):   # whatever the umask:

@@ -72,7 +72,7 @@ def test_the_launchers_word_that_a_host_is_gone_hands_its_trial_on_within_second
         started = time.monotonic()
         while "h1" not in queue.lost and time.monotonic() - started < 10:
             time.sleep(0.1)
-        assert queue.lost["h1"] == [f"{mine.name}~r1"] and time.monotonic() - started < 3
+        assert queue.lost["h1"] == [f"{mine.name}~r1"] and time.monotonic() - started < 5   # one watch tick, on a busy machine
         assert not list((tmp_path / "backup" / "signals").iterdir())
         assert any("the launcher saw h1 exit (exit code 137" in line and "\x1b" not in line for line in queue.said)
         assert queue.handle("h2", Ask()).trial.name == f"{mine.name}~r1"

@@ -242,7 +242,8 @@ def test_a_caller_that_stops_mid_request_holds_up_no_one(served):
         stalled.close()
 
 
-def test_a_caller_that_trickles_its_request_is_cut_off_after_the_request_time(served):
+def test_a_caller_that_trickles_its_request_is_cut_off_after_the_request_time(served, monkeypatch):
+    monkeypatch.setattr(q, "REQUEST_S", 2.0)             # read at each request: the rule sooner
     _, port = served
     sock = socket.create_connection(("127.0.0.1", port))
     started, cut = time.monotonic(), False
@@ -269,6 +270,7 @@ def test_an_answer_the_chief_did_not_sign_is_not_taken(tmp_path):
                                      "batch_per_replica": 1}}).encode()
         conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         conn.close()
+        listener.close()             # then gone: the client's retries are refused, not held for a call's timeout
 
     threading.Thread(target=impostor, daemon=True).start()
     try:

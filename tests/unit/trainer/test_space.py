@@ -77,7 +77,7 @@ def test_a_grid_too_large_to_hold_is_refused_without_trials_and_sized_without_be
     started = time.monotonic()
     assert space.grid_size(cfg) == 10 ** 10 and space.space_size(cfg) == 10 ** 10
     found = [p for p in space.problems(cfg) if p.loc == ("search", "trials")]
-    assert found and "10,000,000,000 combinations" in found[0].received and time.monotonic() - started < 1
+    assert found and "10,000,000,000 combinations" in found[0].received and time.monotonic() - started < 5   # computed, not enumerated (that would take hours)
     with_trials = cfg.model_copy(update={"search": cfg.search.model_copy(update={"trials": 5})})
     assert not [p for p in space.problems(with_trials) if p.loc == ("search", "trials")]
     assert space.grid_point(with_trials, 10 ** 10 - 1)["values"]["a9"] == 9
