@@ -28,13 +28,17 @@ $(BIN)/.launcher: pyproject.toml
 
 venv: $(BIN)/.installed  ## create .venv with tfcompose and its dev extras
 
+# Two lanes (pytest-xdist): whole modules, the longest first (tests/support/lanes.py). LANES=0: one.
+LANES ?= 2
+LANE_ARGS := $(if $(filter 0,$(LANES)),,-n $(LANES) --dist loadgroup --no-loadscope-reorder)
+
 test: venv  ## run the whole test suite (import contracts, unit + integration: TensorFlow, Docker, sshd)
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(LANE_ARGS) $(PYTEST_ARGS)
 
-test-unit: venv  ## the fast set: import contracts, then no TensorFlow, no Docker, no sshd (about 30 s)
+test-unit: venv  ## the fast set: import contracts, then no TensorFlow, no Docker, no sshd
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/unit $(LANE_ARGS) $(PYTEST_ARGS)
 
 clean:  ## remove the virtualenv, build output and caches
 	rm -rf $(VENV) build .pytest_cache .hypothesis

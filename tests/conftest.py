@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from support import rigs
+from support import lanes, rigs
 from support.cluster import TRAIN, labelled
 from support.common import REPO, TEST_IMAGE, TrainerProcs, docker_ok, ensure_base_image, free_ports, require
 from support.sshd import write_inventory
@@ -28,6 +28,11 @@ def pytest_configure(config):
     # the controller (a lane finds the root in its environment), and only when integration tests run.
     if not hasattr(config, "workerinput") and rigs.wants_rigs(config.args):
         config.pluginmanager.register(rigs.RunKeeper(config), "tfc-run-keeper")
+
+
+@pytest.hookimpl(tryfirst=True)        # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    lanes.heaviest_first(items)       # with two lanes, the longest modules start first (support/lanes.py)
 
 
 @pytest.fixture(autouse=True)
@@ -74,12 +79,20 @@ def trainer_image() -> str:
 
 
 @pytest.fixture(scope="session")
-def engine_template(trainer_image) -> Path:
-    """A Docker data root holding the trainer image, loaded once per run: every LAN-lab engine
-    starts from a copy (support/engine.py), so no lab waits for a 3 GB `docker load`. The labs that
-    test shipping an image to an empty engine (relay, bootstrap) do not use it."""
+def engine_template(image_cache, trainer_image) -> Path:
+    """A Docker data root holding the trainer image, loaded once per run from its split layers (no
+    second `docker save`): every LAN-lab engine starts from a copy (support/engine.py), so no lab
+    waits for a 3 GB `docker load`. The labs that test shipping an image to an empty engine (relay,
+    bootstrap) do not use it."""
+    from launcher.image.local import Shipment, local_image_id
     from support.engine import make_template
-    return rigs.once("engine-template", lambda folder: make_template(folder, [trainer_image])) / "data"
+
+    def make(folder: Path) -> None:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("XDG_CACHE_HOME", str(image_cache))
+            parts = Shipment(trainer_image, local_image_id(trainer_image)).parts()
+        make_template(folder, parts.chunks(list(range(len(parts.diff_ids)))))
+    return rigs.once("engine-template", make) / "data"
 
 
 @pytest.fixture
@@ -95,7 +108,7 @@ def sshd_farm(tmp_path):
 
 def shared_cache() -> Path:
     """The run's XDG cache (tfcompose's split image layers): one for every test and lane."""
-    return rigs.run_root() / "shared" / "xdg-cache"
+    return rigs.run_root() / "s" / "xdg-cache"
 
 
 @pytest.fixture(autouse=True)

@@ -250,6 +250,8 @@ class TelemetrySettings(_Strict):
     enabled: bool = field(True, expected="true or false", strict=True)
     # Seconds between samples on every host.
     period_s: float = field(1.0, expected="a number of seconds 0.5–2", ge=0.5, le=2)
+    # How long a condition (an idle GPU, an input-bound host, a straggler) must last before a warning.
+    warn_after_s: float = field(30.0, expected="a number of seconds 10–600", ge=10, le=600)
 
 
 # The releases `tfcompose bootstrap` knows (launcher/bootstrap/facts.py reads them off a host).

@@ -123,13 +123,13 @@ def trial_spans(doc: dict, host: str) -> list[tuple[str, float, float]]:
     return spans
 
 
-def plot(series: dict[str, HostSeries], doc: dict, episodes: list, out: Path, save) -> Path:
+def plot(series: dict[str, HostSeries], doc: dict, episodes: list, out: Path, save, span_s: float = rules.SPAN_S) -> Path:
     import matplotlib.pyplot as plt
     hosts = list(series)
     t0 = min(s.first for s in series.values())
     fig, axes = plt.subplots(len(hosts), 1, figsize=(12, 2.6 * len(hosts) + 0.8), sharex=True, squeeze=False)
     for ax, host in zip(axes[:, 0], hosts):
-        _panel(ax, host, series[host], doc, [e for e in episodes if e.finding.host == host], t0)
+        _panel(ax, host, series[host], doc, [e for e in episodes if e.finding.host == host], t0, span_s)
     axes[-1, 0].set_xlabel("minutes since the first sample")
     fig.subplots_adjust(left=0.07, right=0.84, top=1 - 0.5 / fig.get_figheight(), bottom=0.45 / fig.get_figheight(),
                         hspace=0.25)
@@ -138,7 +138,7 @@ def plot(series: dict[str, HostSeries], doc: dict, episodes: list, out: Path, sa
     return save(fig, out / "telemetry.png", layout=False)
 
 
-def _panel(ax, host: str, kept: HostSeries, doc: dict, episodes: list, t0: float) -> None:
+def _panel(ax, host: str, kept: HostSeries, doc: dict, episodes: list, t0: float, span_s: float) -> None:
     minutes = lambda t: (t - t0) / 60  # noqa: E731
     buckets = [kept.buckets[k] for k in sorted(kept.buckets)]
     gap = max(2 * kept.width, rules.MAX_GAP_S) / 60
@@ -156,7 +156,7 @@ def _panel(ax, host: str, kept: HostSeries, doc: dict, episodes: list, t0: float
     for t in kept.epochs:
         ax.axvline(minutes(t), ymin=0.94, ymax=1.0, color="black", linewidth=0.8)
     for episode in episodes:                    # a band below 0, under the lines
-        ax.fill_between([minutes(began(episode)), minutes(episode.end)], -9, -3, color="red", alpha=0.7, linewidth=0,
+        ax.fill_between([minutes(began(episode, span_s)), minutes(episode.end)], -9, -3, color="red", alpha=0.7, linewidth=0,
                         label="warning")
     ax.set_ylim(-10, 112)
     ax.set_yticks([0, 20, 40, 60, 80, 100])
@@ -180,12 +180,12 @@ def broken(points: list[tuple], gap: float) -> tuple[list, list]:
     return xs, ys
 
 
-def began(episode) -> float:
+def began(episode, span_s: float = rules.SPAN_S) -> float:
     """When the condition began: a finding is made once it has held for its rule's whole span."""
-    return episode.start - (rules.SWAP_SPAN_S if episode.finding.kind == "swapping" else rules.SPAN_S)
+    return episode.start - (rules.SWAP_SPAN_S if episode.finding.kind == "swapping" else span_s)
 
 
-def markdown(series: dict[str, HostSeries], episodes: list, t0: float) -> list[str]:
+def markdown(series: dict[str, HostSeries], episodes: list, t0: float, span_s: float = rules.SPAN_S) -> list[str]:
     lines = ["## Hardware", "", "| host | GPU util (training) | GPU memory peak | CPU cores | memory peak | "
              "net in / out | swapped peak |", "|---|---:|---:|---:|---:|---:|---:|"]
     for host, kept in series.items():
@@ -203,7 +203,7 @@ def markdown(series: dict[str, HostSeries], episodes: list, t0: float) -> list[s
         return lines + ["No warnings: no GPU idle, input-bound host, straggler or swapping host was found.", ""]
     lines += ["Warnings (README: \"Is the hardware busy?\" says what each means and what to do):", ""]
     for episode in episodes:
-        start, end = (began(episode) - t0) / 60, (episode.end - t0) / 60
+        start, end = (began(episode, span_s) - t0) / 60, (episode.end - t0) / 60
         lines.append(f"- {episode.finding.host}: {episode.finding.message} (minutes {max(start, 0):.1f}–{end:.1f})")
     return lines + [""]
 
@@ -214,6 +214,7 @@ def section(folder: Path, doc: dict, save) -> tuple[list[str], list[Path]]:
     if not series:
         return [], []
     streams: dict[str, Iterable[Sample]] = {h: csvfile.read_csv(csvfile.csv_path(folder, h)) for h in series}
-    episodes = rules.replay(streams, doc.get("mode") != "parallel")
+    span_s = csvfile.read_rules(folder) or rules.SPAN_S       # as the live view judged them
+    episodes = rules.replay(streams, doc.get("mode") != "parallel", span_s=span_s)
     t0 = min(s.first for s in series.values())
-    return markdown(series, episodes, t0), [plot(series, doc, episodes, folder, save)]
+    return markdown(series, episodes, t0, span_s), [plot(series, doc, episodes, folder, save, span_s)]

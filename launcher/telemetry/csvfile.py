@@ -32,7 +32,7 @@ import stat
 from pathlib import Path
 from typing import IO, Iterable, Iterator, Optional
 
-from launcher.files import atomic_writer
+from launcher.files import atomic_writer, write_atomic
 from launcher.telemetry.samples import MAX_GPUS, Gpu, Sample, finite
 
 FOLDER = "telemetry"
@@ -274,6 +274,29 @@ def spool_hosts(run_dir: Path) -> list[str]:
     if not folder.is_dir() or folder.is_symlink():
         return []
     return sorted({p.name.split(".", 1)[0] for p in folder.glob("*.jsonl") if HOST_NAME.match(p.name.split(".", 1)[0])})
+
+
+# --- the rules' span, kept beside the samples (the report judges them as the live view did) ------------
+RULES = "rules.json"
+
+
+def write_rules(run_dir: Path, span_s: float) -> None:
+    folder = Path(run_dir) / FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomic(folder / RULES, (json.dumps({"warn_after_s": span_s}) + "\n").encode())
+
+
+def read_rules(run_dir: Path) -> Optional[float]:
+    """The span the run's warnings were judged over, or None (none written, or not one of ours)."""
+    with _open_regular(Path(run_dir) / FOLDER / RULES) as fh:
+        if fh is None:
+            return None
+        try:
+            value = json.loads(fh.read(4096)).get("warn_after_s")
+        except (ValueError, AttributeError, RecursionError):
+            return None
+    real = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if real and 10 <= value <= 600 else None
 
 
 # --- the CSV, made from what there is -------------------------------------------------------------

@@ -1,9 +1,12 @@
 """The warnings: pure functions over each host's recent samples (unit-tested without SSH), used
 alike by the live view (session.py, every second) and the report (over the whole CSV, `replay`).
 
-- idle GPU: a GPU under IDLE_PCT % busy for SPAN_S s while its host trains;
+Every rule but swapping looks at the last `span_s` seconds of each host (the inventory's
+`telemetry.warn_after_s`, default SPAN_S): a GPU idle that long is warned of within a second or two.
+
+- idle GPU: a GPU under IDLE_PCT % busy for span_s while its host trains;
 - input-bound: the host's GPUs under INPUT_BOUND_PCT % on average while its container wants
-  ≥ SATURATED of the CPUs it may use (its CPU demand, below), for SPAN_S s of training;
+  ≥ SATURATED of the CPUs it may use (its CPU demand, below), for span_s of training;
 - swapping: the host swapped ≥ SWAP_MB_S MB/s in and out, on average over SWAP_SPAN_S s;
 - straggler (sync runs): a worker the others wait for. Workers of a sync run go in lockstep:
   every one takes the same steps per second, so epoch and step times are the same everywhere and
@@ -14,7 +17,7 @@ alike by the live view (session.py, every second) and the report (over the whole
   waiting for a CPU (each thread's schedstat: a host crowded by other work, or too few cores),
   divided by CPUs × step time (every worker's steps take as long, so per second is per step).
   The straggler wants ≥ STRAGGLER_BUSY of its CPUs and more than STRAGGLER_RATIO × the median of
-  the others', for SPAN_S s of training. Usage alone would miss a worker starved by other work
+  the others', for span_s of training. Usage alone would miss a worker starved by other work
   on its host (measured here: throttled to 0.1 CPU on a crowded machine it used 0.06, as much as
   the worker waiting for it); the CPU quota shows in the CPUs it may use. Not GPU utilisation:
   NCCL's all-reduce kernels spin on the waiting workers' GPUs, so a worker that waits shows as
@@ -34,7 +37,7 @@ from typing import Iterable, Optional, Sequence
 
 from launcher.telemetry.samples import Sample
 
-SPAN_S = 60.0
+SPAN_S = 30.0             # the default of telemetry.warn_after_s
 IDLE_PCT = 10.0
 INPUT_BOUND_PCT = 30.0
 SATURATED = 0.9
@@ -85,21 +88,21 @@ def _enough(values: list, span: list) -> bool:
     return bool(values) and len(values) >= ENOUGH * len(span)
 
 
-def idle_gpus(host: str, window: Sequence[Sample]) -> list[Finding]:
-    span = last(window, SPAN_S)
+def idle_gpus(host: str, window: Sequence[Sample], span_s: float = SPAN_S) -> list[Finding]:
+    span = last(window, span_s)
     if not _training(span):
         return []
     found = []
     for index in sorted({g.index for s in span for g in s.gpus}):
         utils = [g.util for s in span for g in s.gpus if g.index == index and g.util is not None]
         if _enough(utils, span) and max(utils) < IDLE_PCT:
-            found.append(Finding("idle_gpu", host, index, f"GPU {index} under {IDLE_PCT:g} % busy for {SPAN_S:g} s "
+            found.append(Finding("idle_gpu", host, index, f"GPU {index} under {IDLE_PCT:g} % busy for {span_s:g} s "
                                  f"while {host} trains (mean {statistics.fmean(utils):.0f} %)"))
     return found
 
 
-def input_bound(host: str, window: Sequence[Sample]) -> list[Finding]:
-    span = last(window, SPAN_S)
+def input_bound(host: str, window: Sequence[Sample], span_s: float = SPAN_S) -> list[Finding]:
+    span = last(window, span_s)
     if not _training(span):
         return []
     utils = [s.gpu_util for s in span if s.gpu_util is not None]
@@ -112,11 +115,12 @@ def input_bound(host: str, window: Sequence[Sample]) -> list[Finding]:
     gpus = sorted({g.index for s in span for g in s.gpus})
     limit = span[-1].cpu_limit or 0
     return [Finding("input_bound", host, None, f"input-bound: GPU{'s' if len(gpus) > 1 else ''} "
-                    f"{', '.join(map(str, gpus))} averaged {util:.0f} % for {SPAN_S:g} s while the container wanted "
+                    f"{', '.join(map(str, gpus))} averaged {util:.0f} % for {span_s:g} s while the container wanted "
                     f"{share * limit:.1f} of its {limit:g} CPUs: the input pipeline cannot feed them")]
 
 
-def swapping(host: str, window: Sequence[Sample]) -> list[Finding]:
+def swapping(host: str, window: Sequence[Sample], span_s: float = SPAN_S) -> list[Finding]:
+    # span_s aside (the rules' common signature): swapping is judged over SWAP_SPAN_S, always.
     span = last(window, SWAP_SPAN_S)
     rates = [s.swap for s in span if s.swap is not None]
     if not _enough(rates, span) or statistics.fmean(rates) < SWAP_MB_S:
@@ -127,36 +131,36 @@ def swapping(host: str, window: Sequence[Sample]) -> list[Finding]:
                     f"for {SWAP_SPAN_S:g} s{held}")]
 
 
-def busy_share(window: Sequence[Sample]) -> Optional[tuple[float, float]]:
-    """(CPU demand share, CPUs it may use) over the last SPAN_S s of training, when known."""
-    span = last(window, SPAN_S)
+def busy_share(window: Sequence[Sample], span_s: float = SPAN_S) -> Optional[tuple[float, float]]:
+    """(CPU demand share, CPUs it may use) over the last span_s of training, when known."""
+    span = last(window, span_s)
     shares = [d for s in span if (d := demand(s)) is not None]
     if not _training(span) or not _enough(shares, span):
         return None
     return statistics.fmean(shares), span[-1].cpu_limit or 0.0
 
 
-def stragglers(windows: dict[str, Sequence[Sample]], sync: bool) -> list[Finding]:
+def stragglers(windows: dict[str, Sequence[Sample]], sync: bool, span_s: float = SPAN_S) -> list[Finding]:
     if not sync:
         return []
-    shares = {host: share for host, w in windows.items() if (share := busy_share(w)) is not None}
+    shares = {host: share for host, w in windows.items() if (share := busy_share(w, span_s)) is not None}
     if len(shares) < 2:
         return []
     found = []
     for host, (share, limit) in shares.items():
         others = statistics.median(s for h, (s, _) in shares.items() if h != host)
         if share >= STRAGGLER_BUSY and share > STRAGGLER_RATIO * others:
-            found.append(Finding("straggler", host, None, f"straggler: for {SPAN_S:g} s its container wanted {share:.2f}× "
+            found.append(Finding("straggler", host, None, f"straggler: for {span_s:g} s its container wanted {share:.2f}× "
                                  f"the {limit:g} CPUs it may use (used, or waited for), the other workers {others:.2f}× "
                                  "theirs (in a sync run they wait for it at every step)"))
     return found
 
 
-def judge(windows: dict[str, Sequence[Sample]], sync: bool) -> list[Finding]:
+def judge(windows: dict[str, Sequence[Sample]], sync: bool, span_s: float = SPAN_S) -> list[Finding]:
     """Every rule over every host's recent samples."""
     found = [f for host, window in windows.items()
-             for rule in (idle_gpus, input_bound, swapping) for f in rule(host, window)]
-    return found + stragglers(windows, sync)
+             for rule in (idle_gpus, input_bound, swapping) for f in rule(host, window, span_s)]
+    return found + stragglers(windows, sync, span_s)
 
 
 @dataclass
@@ -195,24 +199,26 @@ def _tagged(host: str, samples: Iterable[Sample]):
     return ((s.time, host, s) for s in samples)
 
 
-def replay(series: dict[str, Iterable[Sample]], sync: bool, step_s: float = 5.0) -> list[Episode]:
+def replay(series: dict[str, Iterable[Sample]], sync: bool, step_s: float = 5.0,
+           span_s: float = SPAN_S) -> list[Episode]:
     """The warnings of a whole run, from every host's samples in time order (streamed: only the
-    last SPAN_S s of each host is held)."""
+    last span_s of each host is held)."""
     windows: dict[str, deque] = {host: deque() for host in series}
     episodes, judged, when = Episodes(), None, None
     merged = heapq.merge(*[_tagged(host, samples) for host, samples in series.items()], key=lambda item: item[0])
     for when, host, sample in merged:
         window = windows[host]
         window.append(sample)
-        while window and window[0].time < when - SPAN_S - MAX_GAP_S:
+        while window and window[0].time < when - max(span_s, SWAP_SPAN_S) - MAX_GAP_S:
             window.popleft()
         if judged is None or when >= judged + step_s:
-            _look(episodes, windows, when, sync)
+            _look(episodes, windows, when, sync, span_s)
             judged = when
     if when is not None and when != judged:
-        _look(episodes, windows, when, sync)      # the run's last moment is judged too
+        _look(episodes, windows, when, sync, span_s)      # the run's last moment is judged too
     return episodes.all()
 
 
-def _look(episodes: Episodes, windows: dict, when: float, sync: bool) -> None:
-    episodes.update(judge({h: w for h, w in windows.items() if w and w[-1].time >= when - MAX_GAP_S}, sync), when)
+def _look(episodes: Episodes, windows: dict, when: float, sync: bool, span_s: float) -> None:
+    fresh = {h: w for h, w in windows.items() if w and w[-1].time >= when - MAX_GAP_S}
+    episodes.update(judge(fresh, sync, span_s), when)

@@ -39,7 +39,6 @@ from launcher.text import one_line
 HEARTBEAT_S = 5.0         # the sampler's stdin hears from us this often (it gives up after command.SILENCE_S)
 LOOK_S = 1.0              # the judge's pace
 QUEUE_MAX = 4096
-KEEP_S = rules.SPAN_S + 2 * rules.MAX_GAP_S    # what the rules need of each host
 RESTARTS = 5
 RESTART_AFTER_S = 5.0     # then doubled at each restart
 STOP_S = 3.0
@@ -121,8 +120,11 @@ class Sampler:
 
 
 class Session:
-    def __init__(self, group, plan: Plan, run_dir: Path, period_s: float, clock=time.monotonic):
+    def __init__(self, group, plan: Plan, run_dir: Path, period_s: float, clock=time.monotonic,
+                 span_s: float = rules.SPAN_S):
         self.group, self.plan, self.run_dir, self.period_s, self.clock = group, plan, Path(run_dir), period_s, clock
+        self.span_s = span_s
+        self.keep_s = max(span_s, rules.SWAP_SPAN_S) + 2 * rules.MAX_GAP_S    # what the rules need of each host
         self.observer = Observer(group.reporter, clock)
         self.sync = not plan.parallel
         self.run_program = plan.cluster.spec.run is not None
@@ -142,6 +144,11 @@ class Session:
 
     # --- life ----------------------------------------------------------------------------------
     def start(self) -> None:
+        try:
+            csvfile.write_rules(self.run_dir, self.span_s)      # the report judges the samples as we do
+        except OSError as exc:
+            self._say_once(None, f"telemetry not recorded: cannot write {exc.filename or self.run_dir}: "
+                                 f"{exc.strerror or exc}")
         for host in self.plan.cluster.hosts:
             self.samplers[host.name] = Sampler(host.name, self._stream(host))
             self._launch(self.samplers[host.name])
@@ -230,7 +237,7 @@ class Session:
             self._write(host, lambda s=sample: self._spool(host).add(s))
             window = self.windows.setdefault(host, deque())
             window.append(sample)
-            while window and window[0].time < sample.time - KEEP_S:
+            while window and window[0].time < sample.time - self.keep_s:
                 window.popleft()
             self.latest[host] = (self.clock(), sample)
             self.counts[host] = self.counts.get(host, 0) + 1
@@ -347,7 +354,7 @@ class Session:
         newest = max((w[-1].time for w in fresh.values() if w), default=None)
         if newest is None:
             return
-        for finding in self.episodes.update(rules.judge(fresh, self.sync), newest):
+        for finding in self.episodes.update(rules.judge(fresh, self.sync, self.span_s), newest):
             self.observer.warn(finding.host, finding.message)
 
 
@@ -355,6 +362,12 @@ def peer_of(plan: Plan, host) -> str:
     """The host this one talks to first: its route names the NIC the cluster's traffic uses."""
     others = [h for h in plan.cluster.hosts if h.name != host.name]
     return others[0].address if others else ""
+
+
+def span_of(plan: Plan) -> float:
+    """How long a condition lasts before the rules warn of it (telemetry.warn_after_s)."""
+    settings = getattr(plan.cluster.spec, "telemetry", None)
+    return settings.warn_after_s if settings is not None else rules.SPAN_S
 
 
 def period_of(plan: Plan) -> Optional[float]:
@@ -373,7 +386,7 @@ def sampling(group, plan: Plan, run_dir: Path) -> Iterator[Optional[Session]]:
     if period is None:
         yield None
         return
-    session = Session(group, plan, run_dir, period)
+    session = Session(group, plan, run_dir, period, span_s=span_of(plan))
     group.reporter = session.observer
     try:
         session.start()

@@ -45,7 +45,7 @@ NOT_THERE = "docker.io"      # a package bootstrap installs: not installed means
 def bare_tree(tmp_path_factory) -> Path:
     ok, why = available()
     require(ok, why)
-    return make_tree(tmp_path_factory.mktemp("bare-tree") / "tree.tar")
+    return make_tree()          # made once per machine (from the Debian mirror), then kept
 
 
 @pytest.fixture(scope="module")

@@ -107,8 +107,37 @@ exec chroot "$R" /usr/sbin/sshd -D -e
 """
 
 
-def make_tree(out: Path, image: str = TREE_IMAGE) -> Path:
-    """The bare hosts' root filesystem as a tar: the image plus openssh-server and sudo, nothing else."""
+# The tree's recipe: a change makes a new one (the cache keeps one per recipe).
+TREE_RECIPE = "bookworm-minbase+openssh-server,sudo,python3,ca-certificates,procps-v1"
+TREE_PACKAGES = "openssh-server,sudo,python3,ca-certificates,procps"
+TREE_CACHE = Path(os.environ.get("TFC_TEST_CACHE", "/var/cache/tfcompose-tests"))
+
+
+def make_tree(out: Path | None = None, image: str = TREE_IMAGE) -> Path:
+    """The bare hosts' root filesystem as a tar: Debian 12 (minbase with python3, procps and the CA
+    certificates, as a server install has them), openssh-server and sudo, nothing else. Made once per machine and kept in TREE_CACHE (the README names it): from the Debian
+    mirror this machine's apt uses, by debootstrap; or, quicker, from `image` when this machine
+    has it (CI's set-up builds it). `out`: a copy there (the bench keeps its own)."""
+    cached = TREE_CACHE / f"bare-tree-{TREE_RECIPE}.tar"
+    from support.rigs import locked
+    with locked(TREE_CACHE / "bare-tree.lock"):
+        if not cached.is_file():
+            partial = cached.with_suffix(".tar.part")
+            if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode == 0:
+                tree_from_image(image, partial)
+            else:
+                tree_from_mirror(partial)
+            partial.rename(cached)
+            for older in TREE_CACHE.glob("bare-tree-*.tar"):
+                if older != cached:
+                    older.unlink()
+    if out is None:
+        return cached
+    shutil.copyfile(cached, out)
+    return out
+
+
+def tree_from_image(image: str, out: Path) -> None:
     name = f"tfc-bare-tree-{os.getpid()}"
     subprocess.run(["docker", "rm", "-f", name], capture_output=True)
     script = ("export DEBIAN_FRONTEND=noninteractive; apt-get -q update && apt-get -q install -y --no-install-recommends "
@@ -120,7 +149,37 @@ def make_tree(out: Path, image: str = TREE_IMAGE) -> Path:
         subprocess.run(["docker", "export", "-o", str(out), name], check=True, capture_output=True)
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True)
-    return out
+
+
+def tree_from_mirror(out: Path) -> None:
+    """debootstrap (minbase and TREE_PACKAGES) from the mirror of this machine's apt."""
+    work = out.parent / f"tree-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        done = subprocess.run(["debootstrap", "--variant=minbase", f"--include={TREE_PACKAGES}", "bookworm", str(work),
+                               apt_mirror()], capture_output=True, text=True, timeout=1800)
+        if done.returncode != 0:
+            raise RuntimeError(f"debootstrap of the bare hosts' tree failed: {(done.stdout + done.stderr)[-2000:]}")
+        for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
+            for path in (work / junk).glob("*"):
+                if path.is_file():
+                    path.unlink()
+        subprocess.run(["tar", "-C", str(work), "-cf", str(out), "."], check=True, capture_output=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def apt_mirror() -> str:
+    """The Debian mirror this machine's apt uses (deb822 sources first, then sources.list)."""
+    for sources in sorted(Path("/etc/apt/sources.list.d").glob("*.sources")):
+        for line in sources.read_text().splitlines():
+            if line.startswith("URIs:") and line.split()[1:]:
+                return line.split()[1]
+    listed = Path("/etc/apt/sources.list")
+    for line in listed.read_text().splitlines() if listed.is_file() else []:
+        if line.split()[:1] == ["deb"] and len(line.split()) > 1:
+            return line.split()[1]
+    return "http://deb.debian.org/debian"
 
 
 def mirror_address() -> str:
@@ -182,7 +241,7 @@ class BareLab:
     def __post_init__(self):
         from support.lab import test_root
         self.subnet = own_subnet(self.subnet)
-        self.root_dir = test_root(self.root_dir, "bare")
+        self.root_dir = test_root(self.root_dir, "b")
 
     @property
     def root(self) -> Path:
@@ -421,8 +480,10 @@ def available() -> tuple[bool, str]:
     for tool in ("ip", "iptables", "nsenter", "unshare", "chroot", "docker", "ssh-keygen"):
         if shutil.which(tool) is None:
             return False, f"bare hosts need {tool}"
-    if subprocess.run(["docker", "image", "inspect", TREE_IMAGE], capture_output=True).returncode != 0:
-        return False, f"the image {TREE_IMAGE} is missing (bash ../shared/ci/build-offline-base.sh makes it)"
+    have_tree = (TREE_CACHE / f"bare-tree-{TREE_RECIPE}.tar").is_file() or shutil.which("debootstrap") or \
+        subprocess.run(["docker", "image", "inspect", TREE_IMAGE], capture_output=True).returncode == 0
+    if not have_tree:
+        return False, "making the bare hosts' Debian tree needs debootstrap (apt-get install debootstrap)"
     try:
         mirror_address()
     except OSError:

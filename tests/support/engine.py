@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Iterable
 
 
 class SecondEngine:
@@ -33,12 +34,13 @@ class SecondEngine:
                                       "--pidfile", f"{r}/docker.pid", "-H", self.sock, f"--bridge={self.bridge}",
                                       "--iptables=false", "--ip6tables=false", "--ip-masq=false"],
                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        for _ in range(60):
+        # Generous: on a machine busy with the other lane, dockerd's own containerd takes its time.
+        for _ in range(240):
             if subprocess.run(["docker", "info"], env=self.env, capture_output=True).returncode == 0:
                 return self
             assert self.proc.poll() is None, (self.root / "dockerd.log").read_text()[-2000:]
             time.sleep(0.5)
-        raise RuntimeError("the second dockerd did not answer within 30 s")
+        raise RuntimeError(f"the second dockerd did not answer within 120 s: {(self.root / 'dockerd.log').read_text()[-2000:]}")
 
     def stop(self) -> None:
         ids = subprocess.run(["docker", "ps", "-aq"], env=self.env, capture_output=True, text=True).stdout.split()
@@ -71,10 +73,10 @@ def empty_engine(sock: str) -> None:
     subprocess.run(["docker", "image", "prune", "-af"], env=env, capture_output=True, check=True)
 
 
-def make_template(folder: Path, images: list[str]) -> Path:
-    """A Docker data root holding `images`, made once per run: a dockerd of its own (in a network
-    namespace of its own: it runs with --bridge=none) loads them from one `docker save`, then stops.
-    Lab engines start from a copy of it (`seed`) instead of each loading 3 GB."""
+def make_template(folder: Path, archive: Iterable[bytes]) -> Path:
+    """A Docker data root holding an image, made once per run: a dockerd of its own (in a network
+    namespace of its own: it runs with --bridge=none) loads `archive` (what `docker load` reads),
+    then stops. Lab engines start from a copy of it (`seed`) instead of each loading 3 GB."""
     ns = f"tfcT{os.getpid() % 100000}"
     if os.environ.get("TFC_TEST_RUN"):
         from support import rigs
@@ -88,16 +90,18 @@ def make_template(folder: Path, images: list[str]) -> Path:
                              "--bridge=none", "--iptables=false", "--ip6tables=false", "--ip-masq=false"],
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        for _ in range(120):
+        for _ in range(240):
             if subprocess.run(["docker", "info"], env=env, capture_output=True).returncode == 0:
                 break
             assert proc.poll() is None, (folder / "dockerd.log").read_text()[-2000:]
             time.sleep(0.5)
-        save = subprocess.Popen(["docker", "save", *images], stdout=subprocess.PIPE)
-        load = subprocess.run(["docker", "load", "-q"], stdin=save.stdout, env=env, capture_output=True, text=True)
-        save.stdout.close()
-        if save.wait() != 0 or load.returncode != 0:
-            raise RuntimeError(f"the engine template could not load {images}: {load.stderr[-2000:]}")
+        load = subprocess.Popen(["docker", "load", "-q"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env)
+        for chunk in archive:
+            load.stdin.write(chunk)
+        out, err = load.communicate()
+        if load.returncode != 0:
+            raise RuntimeError(f"the engine template could not load the image: {err.decode(errors='replace')[-2000:]}")
     finally:
         proc.terminate()
         try:

@@ -103,7 +103,7 @@ class Lab:
 
     def __post_init__(self):
         self.subnet, self.tag = own_subnet(self.subnet), own_tag(self.tag)
-        self.root_dir = test_root(self.root_dir, "labs")
+        self.root_dir = test_root(self.root_dir, "l")
 
     @property
     def root(self) -> Path:
@@ -212,7 +212,7 @@ class Lab:
                        *dockerd]
         # nsenter, not `ip netns exec`: that one remounts /sys, hiding the cgroup mounts dockerd needs.
         subprocess.Popen([*enter(host.ns), *dockerd], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        for _ in range(120):
+        for _ in range(240):          # generous: on a busy machine dockerd's containerd takes its time
             if host.docker("info", check=False).returncode == 0:
                 return
             time.sleep(0.5)
@@ -293,7 +293,7 @@ def test_root(default: Path, kind: str) -> Path:
     """In a test run (TFC_TEST_RUN), rigs live under the run's root; elsewhere (a bench, a user's
     lab) where they were asked to."""
     run = os.environ.get("TFC_TEST_RUN")
-    return Path(run) / kind if run and default in (ROOT, Path("/tmp/tfcompose-bare")) else default
+    return Path(run) / kind if run and default in (ROOT, Path("/tmp/tfcompose-bare")) else default   # short: sockets
 
 
 def enter(ns: str) -> list[str]:

@@ -1,6 +1,7 @@
 """What a test run shares, and what it leaves behind: nothing.
 
-Every run has a root, `/tmp/tfcompose-tests/<run>/` (TFC_TEST_RUN): pytest's temporary folders,
+Every run has a root, `/tmp/tfct/<pid>/` (TFC_TEST_RUN; short, as a Unix socket's path must be:
+an engine's under pytest's folders is within Linux's 107 bytes): pytest's temporary folders (`t/`),
 the labs, engines and bare hosts the tests make, and the rigs made once for the whole run (the
 trainer image, its split layers, the engine template) live under it. With pytest-xdist the run's
 controller makes the root and each lane finds it in its environment; a rig made `once` is made by
@@ -25,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-BASE = Path("/tmp/tfcompose-tests")
+BASE = Path("/tmp/tfct")
 ENV = "TFC_TEST_RUN"
 DISK_SLACK = 1 << 30          # a run may leave the disk this much fuller (caches the README names aside)
 
@@ -40,7 +41,9 @@ def run_root() -> Path:
 
 def start_run() -> Path:
     """A new run's root, owned by this process (the controller), named in the environment."""
-    root = BASE / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    root = BASE / str(os.getpid())
+    if root.exists():                        # a dead run's, under a pid used again
+        clear(root)
     root.mkdir(parents=True)
     (root / "owner.json").write_text(json.dumps({"pid": os.getpid(), "started": process_start(os.getpid())}))
     os.environ[ENV] = str(root)
@@ -76,8 +79,8 @@ def locked(path: Path) -> Iterator[None]:
 
 def once(name: str, make: Callable[[Path], None]) -> Path:
     """The run's rig `name` (a folder): made by the first lane that asks, found by the others."""
-    folder = run_root() / "shared" / name
-    with locked(run_root() / "shared" / f"{name}.lock"):
+    folder = run_root() / "s" / name
+    with locked(run_root() / "s" / f"{name}.lock"):
         if not (folder / ".ready").exists():
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True)
@@ -117,6 +120,9 @@ def undo(entry: dict) -> None:
     elif kind == "engine":
         from support.engine import SecondEngine
         SecondEngine(Path(fields["root"]), fields["bridge"]).stop()
+    elif kind == "lan":
+        from support.netns import Lan
+        Lan(fields["tag"], fields["subnet"], prefix=fields["prefix"]).down()
     elif kind == "netns":
         subprocess.run(["ip", "netns", "del", fields["name"]], capture_output=True)
     elif kind == "account":
@@ -178,11 +184,13 @@ def namespaces_left(root: Path) -> list[str]:
     names = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
     left = []
     for entry in ledger(root):
-        if entry["kind"] in ("lab", "slurm", "bare"):
-            prefix = {"lab": entry.get("prefix", "tf"), "slurm": "tfs", "bare": "tb"}[entry["kind"]]
+        if entry["kind"] in ("lab", "lan", "slurm", "bare"):
+            prefix = {"slurm": "tfs", "bare": "tb"}.get(entry["kind"], entry.get("prefix", "tf"))
             tag = entry["tag"]
             left += [n for n in names if n.startswith(f"{prefix}n{tag}h")]
-    return sorted(left)
+        elif entry["kind"] == "netns" and entry["name"] in names:
+            left.append(entry["name"])
+    return sorted(set(left))
 
 
 def clear(root: Path) -> None:
@@ -205,7 +213,7 @@ def clear(root: Path) -> None:
 def sweep() -> list[Path]:
     """The runs killed before they could clean up, cleared; those still running left alone."""
     cleared = []
-    for root in sorted(BASE.glob("*-*")) if BASE.is_dir() else []:
+    for root in sorted(BASE.iterdir()) if BASE.is_dir() else []:
         if root.is_dir() and not alive(root):
             clear(root)
             cleared.append(root)
@@ -249,7 +257,7 @@ def new_images(before: dict) -> list[str]:
 
 
 def leftovers(root: Path, before: dict) -> list[str]:
-    """What the run left: each a line naming it."""
+    """What the run left (its root aside): each a line naming it."""
     found = [f"process {pid}: {argv}" for pid, argv in processes_of(root)]
     found += [f"mount {point}" for point in mounts_under(root)]
     found += [f"network namespace {name}" for name in namespaces_left(root)]
@@ -258,10 +266,23 @@ def leftovers(root: Path, before: dict) -> list[str]:
     after = snapshot()
     for kind in ("volumes", "networks"):
         found += [f"docker {kind[:-1]} {item[:12]}" for item in sorted(set(after[kind]) - set(before[kind]))]
-    grown = after["disk_used"] - before["disk_used"]
-    if grown > DISK_SLACK:
-        found.append(f"the disk holds {grown / 2**30:.1f} GiB more than before the run (at most {DISK_SLACK / 2**30:.0f})")
     return found
+
+
+def disk_grown(before: dict) -> list[str]:
+    """The disk, once the run's root is gone: at most DISK_SLACK fuller than before."""
+    grown = shutil.disk_usage("/").used - before["disk_used"]
+    if grown <= DISK_SLACK:
+        return []
+    return [f"the disk holds {grown / 2**30:.1f} GiB more than before the run (at most {DISK_SLACK / 2**30:.0f})"]
+
+
+def wait_for_removals(root: Path, seconds: float = 600) -> None:
+    """Folders the tests discard are deleted by `rm` processes of their own (support/bare.py):
+    wait for those before anything is judged left behind."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and any(argv.startswith("rm ") for _, argv in processes_of(root)):
+        time.sleep(1)
 
 
 def remove_new_images(before: dict) -> None:
@@ -287,7 +308,7 @@ class RunKeeper:
         self.cleared = sweep()
         self.root = start_run()
         if not config.option.basetemp:
-            config.option.basetemp = str(self.root / "pytest")
+            config.option.basetemp = str(self.root / "t")
         self.before = snapshot()
         (self.root / "before.json").write_text(json.dumps(self.before))
         self.found: list[str] = []
@@ -297,11 +318,13 @@ class RunKeeper:
             with contextlib.suppress(Exception):
                 undo(entry)
         remove_new_images(self.before)
+        wait_for_removals(self.root)
         self.found = leftovers(self.root, self.before)
+        if not self.found and session.exitstatus == 0:
+            clear(self.root)             # the run's rigs and caches, then the disk compared
+            self.found = disk_grown(self.before)
         if self.found and session.exitstatus == 0:
             session.exitstatus = 1
-        if session.exitstatus == 0:
-            clear(self.root)
 
     def pytest_terminal_summary(self, terminalreporter):
         write = terminalreporter.write_line

@@ -60,6 +60,12 @@ def module_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
+def test_of(nodeid: str) -> str:
+    """The test's name within its module, without the lane group pytest-xdist appends (`@group`)."""
+    name = nodeid.split("::", 1)[-1]
+    return name.rsplit("@", 1)[0] if "@" in name and "[" not in name.rsplit("@", 1)[1] else name
+
+
 class SuiteClock:
     """Where the reports arrive (the controller with lanes): the table."""
 
@@ -93,7 +99,7 @@ class SuiteClock:
         for module in rows:
             wall, cpu = self.wall[module], self.cpu[module]
             slow = sorted(self.tests[module].items(), key=lambda kv: kv[1], reverse=True)[:5]
-            named = "; ".join(f"{nodeid.split('::', 1)[-1][:60]} {secs:.0f}" for nodeid, secs in slow if secs >= 0.5)
+            named = "; ".join(f"{test_of(nodeid)[:60]} {secs:.0f}" for nodeid, secs in slow if secs >= 0.5)
             lines.append(f"| {module} | {self.count[module]} | {wall:,.1f} | {cpu:,.1f} | "
                          f"{cpu / wall if wall else 0:.2f} | {self.setup[module]:,.1f} | {named} |")
         summed = sum(self.wall.values())

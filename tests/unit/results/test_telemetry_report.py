@@ -32,6 +32,7 @@ def run_with_telemetry(tmp_path, idle_from: float = 200.0):
                                net_out=90.0, gpus=(Gpu(0, util=util, mem=2048.0, mem_total=16384.0, power=150.0),),
                                training=True, trial=1 + i // 150, epoch=(i % 150) // 50))
         csvfile.write_csv(csvfile.csv_path(tmp_path, host), rows, [0])
+    csvfile.write_rules(tmp_path, 60)                 # the run's telemetry.warn_after_s, as its live view judged
     assert assemble.assemble(tmp_path, ["h0", "h1"]) == []
     return tmp_path
 

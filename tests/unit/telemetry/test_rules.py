@@ -16,22 +16,24 @@ def kinds(findings) -> list[tuple]:
     return [(f.kind, f.host, f.gpu) for f in findings]
 
 
-def test_a_gpu_idle_for_a_minute_while_its_host_trains_is_named_with_its_host():
+def test_a_gpu_idle_for_its_span_while_its_host_trains_is_named_with_its_host():
     window = series(gpus=((0, 95.0), (1, 3.0)), training=True)
     found = rules.idle_gpus("h1", window)
     assert kinds(found) == [("idle_gpu", "h1", 1)]
-    assert "GPU 1 under 10 % busy for 60 s while h1 trains (mean 3 %)" in found[0].message
+    assert "GPU 1 under 10 % busy for 30 s while h1 trains (mean 3 %)" in found[0].message   # warn_after_s's default
+    assert "for 60 s" in rules.idle_gpus("h1", window, span_s=60)[0].message                  # as the inventory says
 
 
-def test_idle_needs_the_whole_minute_and_training_all_along():
-    assert rules.idle_gpus("h1", series(50, gpus=((0, 3.0),), training=True)) == []          # 50 s only
+def test_idle_needs_the_whole_span_and_training_all_along():
+    assert rules.idle_gpus("h1", series(25, gpus=((0, 3.0),), training=True)) == []          # 25 s only
+    assert rules.idle_gpus("h1", series(50, gpus=((0, 3.0),), training=True), span_s=60) == []
     busy_blip = series(gpus=((0, 3.0),), training=True)
-    busy_blip[40] = Sample(time=busy_blip[40].time, gpus=(Gpu(0, util=60.0),), training=True)
+    busy_blip[55] = Sample(time=busy_blip[55].time, gpus=(Gpu(0, util=60.0),), training=True)
     assert rules.idle_gpus("h1", busy_blip) == []
     not_training = series(gpus=((0, 3.0),), training=True)
-    not_training[30] = Sample(time=not_training[30].time, gpus=(Gpu(0, util=3.0),), training=False)
+    not_training[50] = Sample(time=not_training[50].time, gpus=(Gpu(0, util=3.0),), training=False)
     assert rules.idle_gpus("h1", not_training) == []
-    gap = [s for s in series(gpus=((0, 3.0),), training=True) if not 20 < s.time - 1000 < 40]   # 20 s unsampled
+    gap = [s for s in series(gpus=((0, 3.0),), training=True) if not 45 < s.time - 1000 < 60]   # 15 s unsampled
     assert rules.idle_gpus("h1", gap) == []
 
 
@@ -57,7 +59,7 @@ def test_the_straggler_is_the_worker_short_of_cpu_that_the_others_wait_for_in_a_
                "h2": series(training=True, cpu=0.4, cpu_queued=0.0, cpu_limit=2.0)}
     found = rules.stragglers(windows, sync=True)
     assert kinds(found) == [("straggler", "h1", None)]
-    assert "for 60 s its container wanted 0.95× the 0.2 CPUs it may use (used, or waited for), the other workers 0.17×" \
+    assert "for 30 s its container wanted 0.95× the 0.2 CPUs it may use (used, or waited for), the other workers 0.17×" \
         in found[0].message
     assert rules.stragglers(windows, sync=False) == []                 # parallel hosts wait for nobody
 
@@ -96,4 +98,6 @@ def test_replay_finds_the_run_s_episodes_from_whole_series():
     idle = [s if not 1100 <= s.time < 1200 else Sample(time=s.time, gpus=(Gpu(0, util=1.0),), training=True) for s in idle]
     episodes = rules.replay({"h0": iter(idle), "h1": iter(series(300, training=True))}, sync=True)
     assert [(e.finding.kind, e.finding.host, e.finding.gpu) for e in episodes] == [("idle_gpu", "h0", 0)]
-    assert 1160 <= episodes[0].start <= 1165 and 1195 <= episodes[0].end < 1200
+    assert 1130 <= episodes[0].start <= 1135 and 1195 <= episodes[0].end < 1200     # found after its 30 s span
+    later = rules.replay({"h0": iter(idle), "h1": iter(series(300, training=True))}, sync=True, span_s=60)
+    assert 1160 <= later[0].start <= 1165                                         # warn_after_s: 60

@@ -79,13 +79,13 @@ def test_samples_are_stamped_spooled_shown_and_judged_once(tmp_path):
         s._take()
         s._warn()
     s._show()
-    assert [m for h, m in rep.warnings] == ["GPU 0 under 10 % busy for 60 s while h0 trains (mean 3 %)"]
+    assert [m for h, m in rep.warnings] == ["GPU 0 under 10 % busy for 30 s while h0 trains (mean 3 %)"]
     assert rep.warnings[0][0] == "h0"
     shown = {h: line for h, kind, line in rep.events if kind == "telemetry"}
     assert shown == {"h0": "GPU 3%, CPU 1.0 of 2", "h1": "GPU 95%, CPU 1.0 of 2"}
     s.spools["h0"].flush()
     assert s.spools["h0"].path.read_text().count('"tr":1,"ti":1,"e":1') == 70
-    assert len(s.windows["h0"]) <= session_mod.KEEP_S + 1            # only what the rules need is held
+    assert len(s.windows["h0"]) <= s.keep_s + 1                      # only what the rules need is held
 
 
 def test_a_full_queue_drops_and_counts_rather_than_grow(tmp_path):

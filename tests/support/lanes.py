@@ -1,0 +1,39 @@
+"""Two lanes (pytest-xdist, `make test`, --dist loadgroup): whole modules go to whichever lane is
+free, the longest first, so that neither lane is left with a long module at the end; the hostile
+corpus's cases (each its own rigs, a second or so each) go one by one, last, so that both lanes
+end together. The weights are the seconds
+each module took in a recent run (the table at the end of every run); a module not named here
+counts as short. Modules that share a rig of the run (the trainer image, the engine template,
+the split image cache) find it made by the other lane (tests/support/rigs.py)."""
+from __future__ import annotations
+
+SECONDS = {
+    "test_runs_lab.py": 200, "test_bootstrap.py": 300, "test_cluster.py": 290, "test_relay_lab.py": 270,
+    "test_hostile.py": 250, "test_jump_lab.py": 150, "test_simulation.py": 200, "test_telemetry.py": 200,
+    "test_search.py": 180, "test_slurm.py": 60, "test_allreduce.py": 110, "test_cluster_faults.py": 150,
+    "test_byo.py": 50, "test_trainer_faults.py": 125, "test_leases.py": 120, "test_dataset_sync.py": 110,
+    "test_tracking.py": 100, "test_tensorboard.py": 100, "test_trainer_cluster.py": 90,
+}
+
+
+def weight(nodeid: str) -> float:
+    module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    return SECONDS.get(module, 5.0 if "/integration/" in nodeid else 1.0)
+
+
+FILLERS = ("tests/integration/test_hostile.py",)      # scheduled case by case, at the end
+
+
+def heaviest_first(items: list) -> None:
+    """Reorder in place: modules by weight, heaviest first, the fillers last; tests within a module
+    as written. Every test but a filler is marked to stay with its module (xdist_group)."""
+    import pytest
+    first_seen = {}
+    for i, item in enumerate(items):
+        first_seen.setdefault(item.nodeid.split("::", 1)[0], i)
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        if module not in FILLERS:
+            item.add_marker(pytest.mark.xdist_group(module.rsplit("/", 1)[-1]))
+    items.sort(key=lambda item: (item.nodeid.split("::", 1)[0] in FILLERS, -weight(item.nodeid),
+                                 first_seen[item.nodeid.split("::", 1)[0]]))
