@@ -24,6 +24,7 @@ def run_folder(folder: Path, best: float, started: str) -> Path:
         records.append({"candidate": name, "val_accuracy": acc, "val_loss": 0.9, "train_seconds": 3.0,
                         "images_per_second": 100.0, "epochs": 2, "params": 1000, "history": f"history/{name}.csv"})
     (folder / "results.json").write_text(json.dumps({"schema": 1, "candidates": records, "mode": "sync", "restarts": 1,
+                                                     "best": {"candidate": "small_cnn", "val_accuracy": best},
                                                      "started": started, "finished": started[:-2] + "59"}))
     return folder
 
@@ -94,7 +95,7 @@ def test_compare_refuses_an_output_that_is_no_picture_file(tmp_path, capsys, nam
 def test_off_a_terminal_tables_print_whole_at_any_columns(tmp_path):
     folder = run_folder(tmp_path / "runs" / "a-cluster-with-a-long-name" / "aaaaaaaaaaaa", 0.9, "2026-11-20T10:00:00")
     doc = json.loads((folder / "results.json").read_text())
-    doc["candidates"][0]["candidate"] = "small_cnn@lr=0.0001,bs=16,width=128,dropout=0.25"
+    doc["candidates"][0]["candidate"] = doc["best"]["candidate"] = "small_cnn@lr=0.0001,bs=16,width=128,dropout=0.25"
     doc["candidates"][0]["params"] = 1_493_636
     (folder / "results.json").write_text(json.dumps(doc))
     for columns in ("40", "80", "400"):

@@ -5,6 +5,7 @@ import json
 
 import matplotlib.image
 import pytest
+from launcher import runfiles
 from launcher.cli import main
 from launcher.results.report import write_report
 
@@ -22,7 +23,8 @@ def run_folder(tmp_path):
                         "images_per_second": 100.0, "epochs": 2, "epochs_run": 2, "params": 1000 * (i + 1),
                         "history": f"history/{name}.csv", "confusion_matrix": [[5, 1], [2, 4]]})
     (tmp_path / "results.json").write_text(json.dumps({"schema": 1, "candidates": records, "class_names": ["AD", "CN"],
-                                                       "best": {"candidate": TRIALS[2]}, "workers": 2}))
+                                                       "best": {"candidate": TRIALS[2], "val_accuracy": 0.8},
+                                                       "workers": 2}))
     return tmp_path
 
 
@@ -60,7 +62,7 @@ def real_reports(tmp_path_factory):
         patch.setattr(report, "_save", kept)
         for name in ("tpe-asha", "parallel-lost-host", "lab-overloaded"):
             folder = real_run(name, tmp_path_factory.mktemp("runs"))
-            doc = report.load_results(folder)
+            doc = runfiles.load_results(folder)
             rows = report.ranked(doc)
             report.plot_leaderboard(rows, folder)
             figures = {"leaderboard.png": kept.figures["leaderboard.png"]}
