@@ -62,6 +62,7 @@ DAMAGED = "damaged"
 
 def damaged(folder: Path, why: str) -> RunSummary:
     """A run folder whose results.json or outcome.json is not one tfcompose wrote: listed, saying why."""
+    why = why.replace(f"{folder}/", "")          # the run is named in its row already: the file, field and why
     return RunSummary(folder.parent.name if folder.name != "local" else "local", folder.name, folder, "", "", 0,
                       one_line(why, 200), math.nan, None, 0, DAMAGED)
 

@@ -57,17 +57,17 @@ def read_history(folder: Path, record: dict) -> tuple[list[dict], str]:
         text = runfiles.read_text(Path(folder), rel, MAX_HISTORY)
     except FileNotFoundError:
         return [], ""
-    except runfiles.RunFileError as exc:
-        return [], exc.line
+    except runfiles.RunFileError as exc:        # named from the run folder: report.md is in it
+        return [], exc.line.replace(f"{folder}/", "")
     except (OSError, ValueError) as exc:
-        return [], f"{Path(folder) / rel}: not read ({exc})"
+        return [], f"{rel}: not read ({exc})"
     try:
         found = list(csv.DictReader(io.StringIO(text)))
     except csv.Error as exc:
-        return [], f"{Path(folder) / rel}: not a CSV ({exc})"
+        return [], f"{rel}: not a CSV ({exc})"
     rows = [row for row in found if not _row_problem(row)]
     wrong = [problem for row in found if (problem := _row_problem(row))]
-    note = f"{Path(folder) / rel}: {len(wrong)} of {len(found)} row(s) left out ({wrong[0]})" if wrong else ""
+    note = f"{rel}: {len(wrong)} of {len(found)} row(s) left out ({wrong[0]})" if wrong else ""
     return rows, one_line(note, 300)
 
 
