@@ -30,9 +30,10 @@ def state_root() -> Path:
 @contextlib.contextmanager
 def atomic_writer(path: Path, mode: Optional[int] = None) -> Iterator[IO[bytes]]:
     """A binary file that appears at `path` only once it is complete (and nothing on failure);
-    made 0666 less the umask unless `mode` says otherwise."""
+    private (600) unless `mode` says otherwise: caches and state hold your code and your choices.
+    A run folder's files, readable as the umask says, are written by launcher/runfiles.py."""
     path = Path(path)
-    with runfiles.writer(path.parent, path.name, mode) as out:
+    with runfiles.writer(path.parent, path.name, 0o600 if mode is None else mode) as out:
         yield out
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Optional
 
 from launcher import runfiles
-from launcher.files import atomic_writer
 from launcher.results import outcome
 from launcher.text import one_line
 
@@ -143,7 +142,7 @@ def compare_picture(folders: list[Path], out: Path) -> Path:
     ax.set_title("Best trial of each run")
     fig.legend(fontsize=8, loc="outside lower center", ncols=min(2, len(folders)), frameon=False)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_writer(out) as fh:
+    with runfiles.writer(out.parent, out.name) as fh:          # readable as the umask says, like the report's
         fig.savefig(fh, format=out.suffix[1:].lower(), dpi=110, bbox_inches="tight", pad_inches=0.15)
     plt.close(fig)
     return out

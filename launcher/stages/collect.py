@@ -76,8 +76,12 @@ def collect_into(group: Group, plan: Plan, runs_dir: Path, state: str = "unknown
         gather_parallel(group, plan, run_dir)
     else:
         fetch_results(group, cluster.chief, run_dir, plan)
-    group.run("collect", lambda h, c: fetch_log(h, c, cluster.name, run_dir, plan.run, strict)) \
-        .raise_if_failed()
+    logs = group.run("collect", lambda h, c: fetch_log(h, c, cluster.name, run_dir, plan.run, strict))
+    for name, exc in list(logs.failed.items()):
+        if isinstance(exc, NoLogOfRun):        # an older run whose containers are gone: its results still come
+            group.reporter.warn(name, f"no log: {exc.reason}")
+            del logs.failed[name]
+    logs.raise_if_failed()
     if state == "unknown" and runfiles.is_file(run_dir, runfiles.RESULTS):
         state = "finished"
     outcome.write(run_dir, cluster.name, plan.run, state, message)
@@ -93,11 +97,14 @@ def write_report(group: Group, run_dir: Path) -> None:
     """report.md and its pictures; for a run that left no results, report.md says how it ended."""
     from launcher.results import report
     try:
-        report.write_report(run_dir)
-    except results.ResultsError as exc:
-        if (run_dir / "results.json").is_file():
-            group.reporter.warn(None, f"no report: {exc}")
-        report.write_outcome_only(run_dir)
+        try:
+            report.write_report(run_dir)
+        except results.ResultsError as exc:
+            if runfiles.found(run_dir, runfiles.RESULTS) is not None:
+                group.reporter.warn(None, f"no report: {exc}")
+            report.write_outcome_only(run_dir)
+    except runfiles.RunFileError as exc:         # a folder where report.md belongs: the run is collected all the same
+        group.reporter.warn(None, f"no report: {exc.line}")
 
 
 def fetch_results(group: Group, host: Host, run_dir: Path, plan: Plan, into: str = "") -> bool:
@@ -115,6 +122,10 @@ def fetch_results(group: Group, host: Host, run_dir: Path, plan: Plan, into: str
     return True
 
 
+class NoLogOfRun(RemoteError):
+    """`collect --run` of a run whose containers are gone from a host: its log is no more (not another run's)."""
+
+
 LOG_MAX_BYTES = 512 << 20    # a host's log kept in full up to this; past it, cut with a note
 
 
@@ -126,9 +137,10 @@ def fetch_log(host: Host, conn, cluster: str, run_dir: Path, run: str = "", stri
     labels of older versions, the cluster's newest)."""
     every = containers(conn, cluster, host.name)
     found = [c for c in every if run_label(c) == run] or ([] if strict else every)
+    if not found and strict:
+        raise NoLogOfRun(host.name, reason=f"no container of run {run} is left on this host")
     if not found:
-        raise RemoteError(host.name, reason=f"no container of run {run} on this host" if strict and every else
-                          f"no container of cluster {cluster} on this host (run `tfcompose up` first)")
+        raise RemoteError(host.name, reason=f"no container of cluster {cluster} on this host (run `tfcompose up` first)")
     container = newest(found)["Id"][:12]
     runfiles.make_folder(run_dir, "logs")
     keep_earlier_attempt(run_dir, host.name, container)

@@ -481,7 +481,8 @@ HOST_CASES = [
     # Hardening IV (#46): no wait unbounded, nothing written through a link, nothing read from a FIFO,
     # a run that no host holds refused.
     HostCase("collect-an-sftp-that-never-answers", ["collect", "-i", "{inv}", "--runs", "{out}/runs"], finished_run,
-             says="the SFTP server did not answer within 5 s", sftp=SILENT_SFTP, bound=30),
+             says="the SFTP server did not answer within 2 s", sftp=SILENT_SFTP, bound=20,
+             edit=lambda doc, w: doc["ssh"].update(connect_timeout_s=2)),
     HostCase("collect-a-link-at-every-name-it-writes", ["collect", "-i", "{inv}", "--runs", "{out}/runs"],
              planted(links_at_every_name), says="collected into",
              check=lambda w, o: (run_dir(w) / "logs" / "h0.log").read_text() == "[worker:0] epoch 1/2\n"),
