@@ -122,7 +122,7 @@ BEST_KEYS = {
 }
 SEARCH_KEYS = {
     "sampler": (False, _text(100), "a sampler's name"), "pruner": (False, _text(100), "a pruner's name"),
-    "trials": (False, _int(0, MAX_TRIALS), "an integer ≥ 0"), "reduction_factor": (False, _int(1, 1000), "an integer ≥ 1"),
+    "trials": (False, _int(0, 10**12), "an integer ≥ 0"), "reduction_factor": (False, _int(1, 1000), "an integer ≥ 1"),
     "min_epochs": (False, _EPOCH, "an integer ≥ 0"), "max_epochs": (False, _EPOCH, "an integer ≥ 0"),
     "rungs": (False, _list_of(_EPOCH, 1000), "a list of epochs"),
     "hosts": (False, _list_of(_text(64), 10_000), "a list of host names"),
