@@ -14,6 +14,7 @@ from typing import Optional
 import typer
 
 from launcher.errors import BadInput, ClusterFailed, ExitCode, InventoryError, TfcError, summary
+from launcher.runfiles import RunFileError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train and compare TensorFlow models across the GPU boxes of an inventory.")
@@ -30,7 +31,11 @@ def _global(debug: bool = typer.Option(False, "--debug", help="show tracebacks")
 
 def _load(path: Path):
     from launcher.inventory.load import load_cluster
-    return load_cluster(path)
+    cluster = load_cluster(path)
+    if cluster.tracking is not None:        # its password or token masked in all this process prints
+        from launcher.tracking.secrets import remember
+        remember(cluster.tracking.uri)
+    return cluster
 
 
 def _load_tracked(path: Path):
@@ -136,7 +141,11 @@ def bootstrap_cmd(inventory_path: Path = InventoryOpt,
     secret = None
     if ask_become_pass:
         import getpass
-        secret = Secret(getpass.getpass("sudo password on the hosts: "))
+        try:
+            secret = Secret(getpass.getpass("sudo password on the hosts: "))
+        except EOFError:
+            raise BadInput("--ask-become-pass: Received no password (its input ended). Expected the sudo password, "
+                           "typed at the terminal or given on stdin.") from None
     try:
         with RichReporter([h.name for h in cluster.hosts]) as rep:
             outcome = bootstrap(cluster, rep, Options(yes=yes, offline=offline, become_pass=secret), parallel)
@@ -306,6 +315,7 @@ def track_cmd(run_dir: Path = typer.Argument(..., help="a collected run: runs/<c
     best model registered. Without --inventory: MLFLOW_TRACKING_URI, or where the run went before."""
     from launcher.tracking import upload
     from launcher.tracking.client import require_client
+    upload.check_run_folder(run_dir)            # a folder that is no run: refused before anything else
     cluster = _load(inventory_path) if inventory_path else None
     settings = upload.settings_for(run_dir, cluster)
     require_client(cluster or _Tracked(settings, run_dir))
@@ -338,11 +348,12 @@ def down_cmd(inventory_path: Path = InventoryOpt, purge: bool = typer.Option(Fal
 @app.command("runs")
 def runs_cmd(inventory_path: Optional[Path] = typer.Option(None, "--inventory", "-i", help="only this inventory's cluster",
                                                            dir_okay=False), runs: Path = RunsOpt) -> None:
-    """The collected runs: id, date, mode, trials, best trial and its val_accuracy, duration, restarts."""
+    """The collected runs: id, date, mode, trials, best trial and its val_accuracy, duration, restarts
+    (a run whose files tfcompose cannot read is listed as damaged, saying why)."""
     from launcher.results.history import find
     from launcher.text import clock
     from launcher.view import out, table
-    found = find(runs, _load(inventory_path).name if inventory_path else None)
+    found = find(runs, _load(inventory_path).name if inventory_path else None, with_damaged=True)
     rows = [[r.cluster, r.run_id, r.state, r.started, r.mode, r.trials or "", r.best,
              f"{r.best_val_accuracy:.4f}" if r.trials else "", clock(r.duration_s) if r.trials else "", r.restarts]
             for r in found]
@@ -424,6 +435,11 @@ def main(argv: Optional[list[str]] = None) -> int:
             raise
         _print_error(f"tfcompose: {exc}")
         return int(exc.exit_code)
+    except RunFileError as exc:   # a link, a FIFO or a device in a run folder: bad input, said as such
+        if debug:
+            raise
+        _print_error(exc.line)
+        return int(ExitCode.BAD_INPUT)
     except OSError as exc:        # this machine's files: a folder not writable, a disk full
         if debug:
             raise

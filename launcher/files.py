@@ -1,18 +1,20 @@
 """This machine's files: where the repository and the cache are, and the one way tfcompose writes
-a file (a temporary name in the same folder, then a rename), so a crash or a full disk never
-leaves half a file under a final name."""
+a file (a fresh temporary name in the same folder, then a rename: launcher/runfiles.py), so a
+crash or a full disk never leaves half a file under a final name, and a link at the final name is
+replaced, never written through."""
 from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import zlib
 from pathlib import Path
 from typing import IO, Iterator, Optional
 
+from launcher import runfiles
+from launcher.runfiles import PART  # noqa: F401  (the suffix of a file still being written)
+
 REPO = Path(__file__).resolve().parent.parent
 CHUNK = 1 << 20                 # what is read, hashed, compressed or sent at a time
-PART = ".tfc-part"              # the suffix of a file still being written
 
 
 def cache_root() -> Path:
@@ -27,19 +29,12 @@ def state_root() -> Path:
 
 @contextlib.contextmanager
 def atomic_writer(path: Path, mode: Optional[int] = None) -> Iterator[IO[bytes]]:
-    """A binary file that appears at `path` only once it is complete (and nothing on failure)."""
+    """A binary file that appears at `path` only once it is complete (and nothing on failure);
+    private (600) unless `mode` says otherwise: caches and state hold your code and your choices.
+    A run folder's files, readable as the umask says, are written by launcher/runfiles.py."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:200]}.", suffix=PART)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            yield out
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)       # replaces a link itself, never what it points to
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with runfiles.writer(path.parent, path.name, 0o600 if mode is None else mode) as out:
+        yield out
 
 
 def write_atomic(path: Path, data: bytes, mode: Optional[int] = None) -> Path:

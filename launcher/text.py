@@ -3,25 +3,86 @@
 Every printer (the CLI, the live view, the log streams) passes host text through `printable`:
 escape sequences (CSI, OSC — OSC 52 writes the clipboard on terminals that allow it), C0 and C1
 control characters, and Unicode format characters (U+202E reverses the text after it) are removed.
+
+It also removes every secret this process knows (`hide`: the tracker's password or token, the
+sudo password of `bootstrap --ask-become-pass`), whatever said it: MLflow quoting its URL, a host's
+sudo repeating its password on stderr. So does `scrub`, for what is written to a run folder or a
+log rather than printed (`Scrubber`: a stream, a secret cut across two chunks included).
 """
 from __future__ import annotations
 
 import math
 import re
+import threading
 import unicodedata
-from typing import Optional
+from typing import Iterable, Optional
 
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]"          # CSI
                       r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC, ended by BEL or ST (or not at all)
                       r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"        # DCS, SOS, PM, APC strings
                       r"|\x1b[ -/]*[0-~]?")                    # any other escape
 _KEPT = {"\n", "\t"}
+_REMOVED = ("Cc", "Cf", "Zl", "Zp", "Cs")
+MASK = "***"
+MIN_SECRET = 4          # shorter strings are no real secret, and masking them would garble every message
+_SECRETS: list[str] = []        # longest first, so a longer one is masked whole
+_LOCK = threading.Lock()
+
+
+def hide(values: Iterable[str]) -> None:
+    """Secrets this process now knows: masked in everything printable and scrub give from now on."""
+    with _LOCK:
+        known = set(_SECRETS) | {v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET}
+        _SECRETS[:] = sorted(known, key=len, reverse=True)
+
+
+def scrub(text: str) -> str:
+    """`text` with every known secret masked."""
+    for secret in list(_SECRETS):
+        if secret in text:
+            text = text.replace(secret, MASK)
+    return text
+
+
+class Scrubber:
+    """Known secrets masked in a stream of bytes: the last bytes of each chunk wait for the next,
+    so a secret cut across two chunks is still found. Costs nothing while there is none."""
+
+    def __init__(self):
+        self.secrets = [s.encode("utf-8") for s in _SECRETS]
+        self.keep = max((len(s) for s in self.secrets), default=1) - 1
+        self.pending = b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        if not self.secrets:
+            return chunk
+        data = self._masked(self.pending + chunk)
+        cut = max(len(data) - self.keep, 0)
+        self.pending = data[cut:]
+        return data[:cut]
+
+    def close(self) -> bytes:
+        data, self.pending = self._masked(self.pending), b""
+        return data
+
+    def _masked(self, data: bytes) -> bytes:
+        for secret in self.secrets:
+            data = data.replace(secret, MASK.encode())
+        return data
 
 
 def printable(text: str) -> str:
-    """`text` without escape sequences, control or format characters (newlines and tabs kept)."""
-    text = _ESCAPES.sub("", text)
-    return "".join(c for c in text if c in _KEPT or unicodedata.category(c) not in ("Cc", "Cf", "Zl", "Zp", "Cs"))
+    """`text` without escape sequences, control or format characters (newlines and tabs kept), and
+    without a known secret. Linear in its length: a line that is printable already (most) is
+    checked at C speed, only the others character by character."""
+    text = scrub(text)
+    if "\x1b" in text:
+        text = scrub(_ESCAPES.sub("", text))       # (a secret an escape sequence cut in two is whole again)
+    if text.isprintable():
+        return text
+    kept = [line if line.isprintable() else "".join(c for c in line if c in _KEPT or unicodedata.category(c) not in _REMOVED)
+            for line in text.split("\n")]
+    return scrub("\n".join(kept))
 
 
 def one_line(text: str, limit: int = 300) -> str:

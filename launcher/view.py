@@ -214,12 +214,13 @@ def leases_table(states) -> Table:
 
 
 def leaderboard(run_dir: Path) -> Table | None:
+    from launcher import runfiles
     from launcher.results import report, values
     from trainer import results
-    if not (run_dir / "results.json").is_file():
+    if not runfiles.is_file(run_dir, runfiles.RESULTS):
         return None
     try:
-        rows = report.ranked(results.load(run_dir))
+        rows = report.ranked(runfiles.load_results(run_dir))
     except results.ResultsError:
         return None
     from launcher.telemetry.live import trial_columns
@@ -252,9 +253,10 @@ def trial_state(record: dict) -> str:
 
 def lost_trials(run_dir: Path) -> list[str]:
     """After a parallel search: each host the chief stopped hearing from, and where its trial went."""
+    from launcher import runfiles
     from trainer import results
     try:
-        doc = results.load(run_dir)
+        doc = runfiles.load_results(run_dir)
     except results.ResultsError:
         return []
     retried = {r["candidate"]: r for r in doc["candidates"] if r.get("state") == "retried"}

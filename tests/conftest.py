@@ -44,6 +44,16 @@ def own_state(tmp_path):
         yield
 
 
+@pytest.fixture(autouse=True)
+def no_secret_outlives_its_test():
+    """The secrets a test made known (launcher/text.py masks them in all this process prints) are
+    forgotten after it: another test's paths and names must not turn into `***`."""
+    from launcher import text
+    known = list(text._SECRETS)
+    yield
+    text._SECRETS[:] = known
+
+
 @pytest.fixture
 def trainers(tmp_path):
     procs = TrainerProcs(tmp_path)

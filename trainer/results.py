@@ -1,17 +1,22 @@
 """results.json: its one owner. The trainer writes it (`results_doc`: on the chief, which in a
-parallel search knows every host's trials through its queue), the report reads it (`load`), and
+parallel search knows every host's trials through its queue), every reader takes it through
+`parse` (the launcher by launcher/runfiles.py's `load_results`), and
 the one rule for the best trial (`ranked`, `best`) is here for every reader.
 
 Schema 1: {schema, mode, best, candidates[], workers, replicas, restarts, class_names, images,
-started, finished, tensorflow}; each candidate has at least the keys in CANDIDATE_KEYS, and its
-`history` is a CSV path relative to the run folder.
+started, finished, tensorflow}; each candidate has at least the required keys of RECORD_KEYS, and
+its `history` is a CSV path relative to the run folder. `check` covers every key any reader uses
+(its type, its range, numbers finite but where NaN says "no figure"), so readers trust a checked
+document as it is.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
+import secrets
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -21,49 +26,109 @@ from typing import Iterator
 from trainer.errors import BadInput
 
 SCHEMA = 1
-NUMBER, TEXT = (int, float), str
-CANDIDATE_KEYS = {"candidate": TEXT, "val_accuracy": NUMBER, "val_loss": NUMBER, "train_seconds": NUMBER,
-                  "images_per_second": NUMBER, "params": int, "epochs": int}
-# Top-level keys a reader uses, when present: (type, what is expected, a check of the value).
-OPTIONAL_KEYS = {"workers": (int, "an integer ≥ 1", lambda v: v >= 1), "replicas": (int, "an integer ≥ 1", lambda v: v >= 1),
-                 "restarts": (int, "an integer ≥ 0", lambda v: v >= 0), "mode": (str, "'sync' or 'parallel'",
-                 lambda v: v in ("sync", "parallel")), "started": (str, "a time", lambda v: len(v) <= 64),
-                 "finished": (str, "a time", lambda v: len(v) <= 64), "precision": (str, "a precision name", lambda v: len(v) <= 64),
-                 "class_names": (list, "a list of names", lambda v: all(isinstance(n, str) for n in v)),
-                 "images": (dict, "a mapping of counts", lambda v: all(isinstance(n, int) for n in v.values()))}
-EXPECTED = {TEXT: "text", NUMBER: "a number", int: "an integer"}
 STATES = ("complete", "pruned", "retried", "failed", "running", "waiting")
-# A trial's keys a reader uses, when present (a search a study drove writes them).
-OPTIONAL_RECORD_KEYS = {
-    "state": (str, f"one of {', '.join(STATES)}", lambda v: v in STATES),
-    "curve": (list, "a list of numbers", lambda v: len(v) <= 100_000 and all(_number(x) for x in v)),
-    "hyperparameters": (dict, "a mapping of values", lambda v: all(isinstance(k, str) and (_number(x) or isinstance(x, str))
-                                                                  for k, x in v.items())),
-    "host": (str, "a host name", lambda v: len(v) <= 64),
+MAX_TRIALS = 1_000_000
+MAX_EPOCHS = 100_000
+EXPECTED = {"text": "text", "number": "a number", "int": "an integer"}
+
+
+def _int(low: float, high: float):
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+
+
+def _num(low: float, high: float, nan: bool = False):
+    """A number in [low, high] (NaN too when `nan`: a trial that diverged has no figure)."""
+    return lambda v: _real(v) and ((nan and math.isnan(v)) or low <= v <= high)
+
+
+def _text(limit: int):
+    return lambda v: isinstance(v, str) and len(v) <= limit
+
+
+def _list_of(fits, limit: int):
+    return lambda v: isinstance(v, list) and len(v) <= limit and all(fits(x) for x in v)
+
+
+def _map_of(key_fits, value_fits, limit: int):
+    return lambda v: isinstance(v, dict) and len(v) <= limit and all(key_fits(k) and value_fits(x) for k, x in v.items())
+
+
+def _optional(fits):
+    return lambda v: v is None or fits(v)
+
+
+_ACCURACY = _num(0, 1, nan=True)
+_LOSS = _num(0, math.inf, nan=True)
+_NAME = _text(1000)
+_CHOICE = lambda v: (_real(v) and math.isfinite(v)) or (isinstance(v, str) and len(v) <= 1000)  # noqa: E731
+_MATRIX = lambda v: isinstance(v, list) and len(v) <= 1000 and all(  # noqa: E731
+    isinstance(row, list) and len(row) == len(v) and all(_whole(n, 1e12) for n in row) for row in v)
+_EPOCH = _int(0, MAX_EPOCHS)
+
+# Every key of a trial's record a reader uses: (required, its check, what is expected). One place,
+# applied once where a results file enters (the launcher's runfiles.load_results, the chief's
+# queue), so no reader meets a type or a range it does not expect.
+RECORD_KEYS = {
+    "candidate": (True, lambda v: isinstance(v, str) and 0 < len(v) <= 1000, "a trial's name (text)"),
+    "val_accuracy": (True, _ACCURACY, "an accuracy 0–1 (or NaN)"),
+    "val_loss": (True, _LOSS, "a loss ≥ 0 (or NaN)"),
+    "train_seconds": (True, _num(0, 1e9), "a number of seconds 0–1e9"),
+    "images_per_second": (True, _num(0, 1e12), "a number 0–1e12"),
+    "params": (True, _int(0, 10**12), "an integer 0–1e12"),
+    "epochs": (True, _EPOCH, f"an integer 0–{MAX_EPOCHS:,}"),
+    "epochs_run": (False, _EPOCH, f"an integer 0–{MAX_EPOCHS:,}"),
+    "resumed_from_epoch": (False, _EPOCH, f"an integer 0–{MAX_EPOCHS:,}"),
+    "pruned_at_epoch": (False, _optional(_EPOCH), f"an integer 0–{MAX_EPOCHS:,}"),
+    "start": (False, _int(0, 10**6), "an integer 0–1e6"),
+    "trial": (False, _int(0, 10**9), "an integer 0–1e9"),
+    "retry_of": (False, _int(0, 10**9), "an integer 0–1e9"),
+    "stopped_early": (False, lambda v: isinstance(v, bool), "true or false"),
+    "state": (False, lambda v: v in STATES, f"one of {', '.join(STATES)}"),
+    "curve": (False, _list_of(_ACCURACY, 100_000), "a list of accuracies 0–1"),
+    "hyperparameters": (False, _map_of(_NAME, _CHOICE, 1000), "a mapping of names to finite numbers or text"),
+    "host": (False, _text(64), "a host name"),
+    "architecture": (False, _NAME, "a model's name"),
+    "learning_rate": (False, _num(0, 1e15), "a finite learning rate ≥ 0"),
+    "batch_per_replica": (False, _int(1, 10**9), "an integer ≥ 1"),
+    "retried_as": (False, _NAME, "a trial's name"),
+    "why": (False, _text(100_000), "text"),
+    "confusion_matrix": (False, _optional(_MATRIX), "a square table of counts"),
     # The trial's wall clock (UTC unix seconds, the clock of the host that trained it), and what the
     # launcher's telemetry measured over it (added at collect: launcher/telemetry/assemble.py).
-    "started_at": (NUMBER, "a time in UTC unix seconds", lambda v: _real(v) and 0 <= v <= 1e11),
-    "ended_at": (NUMBER, "a time in UTC unix seconds", lambda v: _real(v) and 0 <= v <= 1e11),
-    "gpu_hours": (NUMBER, "GPU-hours ≥ 0", lambda v: _real(v) and 0 <= v <= 1e9),
-    "gpu_utilization": (NUMBER, "a percentage 0–100", lambda v: _real(v) and 0 <= v <= 100),
-    "energy_wh": (NUMBER, "watt-hours ≥ 0", lambda v: _real(v) and 0 <= v <= 1e12),
-    "cpu_hours": (NUMBER, "CPU core-hours ≥ 0", lambda v: _real(v) and 0 <= v <= 1e9),
-    "telemetry_coverage": (NUMBER, "a share 0–1", lambda v: _real(v) and 0 <= v <= 1),
+    "started_at": (False, _num(0, 1e11), "a time in UTC unix seconds"),
+    "ended_at": (False, _num(0, 1e11), "a time in UTC unix seconds"),
+    "gpu_hours": (False, _num(0, 1e9), "GPU-hours ≥ 0"),
+    "gpu_utilization": (False, _num(0, 100), "a percentage 0–100"),
+    "energy_wh": (False, _num(0, 1e12), "watt-hours ≥ 0"),
+    "cpu_hours": (False, _num(0, 1e9), "CPU core-hours ≥ 0"),
+    "telemetry_coverage": (False, _num(0, 1), "a share 0–1"),
 }
-SEARCH_KEYS = {"sampler": str, "pruner": str, "trials": int, "reduction_factor": int, "min_epochs": int,
-               "max_epochs": int, "rungs": list, "hosts": list, "lost": dict}
-
-
-def _number(value) -> bool:
-    return _real(value)
-
-
-def _search_ok(search) -> bool:
-    return isinstance(search, dict) and all(isinstance(search[k], t) and not isinstance(search[k], bool)
-                                            for k, t in SEARCH_KEYS.items() if k in search) \
-        and all(isinstance(r, int) for r in search.get("rungs", [])) \
-        and all(isinstance(h, str) and isinstance(v, list) and all(isinstance(n, str) for n in v)
-                for h, v in search.get("lost", {}).items())
+# The document's own keys a reader uses (`best` and `candidates` are checked on their own).
+DOC_KEYS = {
+    "workers": (False, _int(1, 100_000), "an integer ≥ 1"), "replicas": (False, _int(1, 10**7), "an integer ≥ 1"),
+    "restarts": (False, _int(0, 10**6), "an integer ≥ 0"),
+    "mode": (False, lambda v: v in ("sync", "parallel"), "'sync' or 'parallel'"),
+    "started": (False, _text(64), "a time"), "finished": (False, _text(64), "a time"),
+    "precision": (False, _text(64), "a precision name"), "tensorflow": (False, _text(64), "a version"),
+    "class_names": (False, _list_of(_NAME, 10_000), "a list of names"),
+    "images": (False, _map_of(_NAME, lambda n: _whole(n, 1e12), 100), "a mapping of counts"),
+    "skipped_images": (False, lambda v: isinstance(v, dict) and _whole(v.get("count", 0), 1e12)
+                       and _list_of(_text(4096), 1000)(v.get("files", [])), "a count and a list of files"),
+}
+BEST_KEYS = {
+    "candidate": (True, lambda v: isinstance(v, str) and 0 < len(v) <= 1000, "the best trial's name"),
+    "val_accuracy": (True, _ACCURACY, "an accuracy 0–1 (or NaN)"),
+    "host": (False, _text(64), "a host name"),
+}
+SEARCH_KEYS = {
+    "sampler": (False, _text(100), "a sampler's name"), "pruner": (False, _text(100), "a pruner's name"),
+    "trials": (False, _int(0, 10**12), "an integer ≥ 0"), "reduction_factor": (False, _int(1, 1000), "an integer ≥ 1"),
+    "min_epochs": (False, _EPOCH, "an integer ≥ 0"), "max_epochs": (False, _EPOCH, "an integer ≥ 0"),
+    "rungs": (False, _list_of(_EPOCH, 1000), "a list of epochs"),
+    "hosts": (False, _list_of(_text(64), 10_000), "a list of host names"),
+    "lost": (False, _map_of(_text(64), _list_of(_NAME, 10_000), 10_000), "host names, each with the trials retried"),
+    "note": (False, _text(10_000), "text"),
+}
 
 
 # Trials trained to the end come first, then pruned ones (real models, stopped behind), then the
@@ -159,48 +224,60 @@ def results_doc(state, workers: int, replicas: int, data, started, mode: str, pr
     }
 
 
-def load(folder: Path) -> dict:
-    """A run folder's results.json, checked: every reader gets the keys it relies on."""
-    path = Path(folder) / "results.json"
+def parse(text: str, where: str) -> dict:
+    """A results.json's text, checked: every reader gets the keys it relies on, of the types and
+    in the ranges it expects (the launcher reads the file through launcher/runfiles.py)."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(text)
     except RecursionError:
-        raise ResultsError(f"{path}: Received JSON nested too deep. Expected a tfcompose results.json.") from None
-    except (OSError, ValueError) as exc:
-        raise ResultsError(f"{path}: cannot read results ({exc}). Expected a run folder from `tfcompose collect` "
+        raise ResultsError(f"{where}: Received JSON nested too deep. Expected a tfcompose results.json.") from None
+    except ValueError as exc:
+        raise ResultsError(f"{where}: cannot read results ({exc}). Expected a run folder from `tfcompose collect` "
                            "or the simulation's runs/local.") from None
-    check(doc, str(path))
+    check(doc, where)
     return doc
 
 
+def _keys(doc: dict, table: dict, where: str) -> None:
+    for key, (required, fits, expected) in table.items():
+        if key not in doc:
+            if required:
+                raise ResultsError(f"{where}{key}: Received nothing. Expected {expected}.")
+            continue
+        if not fits(doc[key]):
+            raise ResultsError(f"{where}{key}: Received {_shown(doc[key])}. Expected {expected}.")
+
+
 def check(doc, where: str) -> None:
+    """The whole document as its readers use it; a ResultsError names the first key that is not."""
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("candidates"), list) \
-            or not doc["candidates"]:
+            or not doc["candidates"] or len(doc["candidates"]) > MAX_TRIALS:
         raise ResultsError(f"{where}: Received no candidates. Expected a tfcompose results.json (schema {SCHEMA}).")
     for i, record in enumerate(doc["candidates"]):
         check_record(record, f"{where}: candidates[{i}]")
-    if "search" in doc and not _search_ok(doc["search"]):
-        raise ResultsError(f"{where}: search: Received {_shown(doc['search'])}. Expected the search's settings "
-                           "(sampler, pruner, trials, rungs, the hosts lost).")
-    for key, (kind, expected, fits) in OPTIONAL_KEYS.items():
-        value = doc.get(key)
-        if value is not None and (not isinstance(value, kind) or isinstance(value, bool) or not fits(value)):
-            raise ResultsError(f"{where}: {key}: Received {_shown(value)}. Expected {expected}.")
+    if not isinstance(doc.get("best"), dict):
+        raise ResultsError(f"{where}: best: Received {_shown(doc.get('best'))}. Expected the best trial "
+                           "({candidate, val_accuracy}).")
+    _keys(doc["best"], BEST_KEYS, f"{where}: best.")
+    if doc["best"]["candidate"] not in {r["candidate"] for r in doc["candidates"]}:
+        raise ResultsError(f"{where}: best.candidate: Received {_shown(doc['best']['candidate'])}. Expected the name "
+                           "of one of the candidates.")
+    if "search" in doc:
+        if not isinstance(doc["search"], dict):
+            raise ResultsError(f"{where}: search: Received {_shown(doc['search'])}. Expected the search's settings "
+                               "(sampler, pruner, trials, rungs, the hosts lost).")
+        _keys(doc["search"], SEARCH_KEYS, f"{where}: search.")
+    _keys(doc, DOC_KEYS, f"{where}: ")
 
 
 def check_record(record, where: str) -> None:
     """One trial's record as results.json holds it (also what a host sends the chief's queue)."""
-    bad = [k for k, kind in CANDIDATE_KEYS.items() if not isinstance(record, dict) or not isinstance(record.get(k), kind)
-           or isinstance(record.get(k), bool) or (kind is NUMBER and not _real(record[k]))]
-    if bad:
-        got = record.get(bad[0]) if isinstance(record, dict) else record
-        raise ResultsError(f"{where}.{bad[0]}: Received {_shown(got)}. Expected {EXPECTED[CANDIDATE_KEYS[bad[0]]]}.")
-    for key, (kind, expected, fits) in OPTIONAL_RECORD_KEYS.items():
-        value = record.get(key)
-        if value is not None and (not isinstance(value, kind) or not fits(value)):
-            raise ResultsError(f"{where}.{key}: Received {_shown(value)}. Expected {expected}.")
+    if not isinstance(record, dict):
+        raise ResultsError(f"{where}: Received {_shown(record)}. Expected a trial's record.")
+    _keys(record, RECORD_KEYS, f"{where}.")
     history = record.get("history", "")
-    if not isinstance(history, str) or history.startswith("/") or ".." in history.split("/"):
+    if not isinstance(history, str) or len(history) > 4096 or history.startswith("/") or ".." in history.split("/") \
+            or "\x00" in history:
         raise ResultsError(f"{where}.history: Received {_shown(history)}. Expected a path inside the run folder.")
 
 
@@ -265,10 +342,32 @@ def _shown(value) -> str:
     return text if len(text) <= 60 else text[:59] + "…"
 
 
+def dumps(doc: dict) -> str:
+    """results.json's text (NaN as JSON's readers of Python take it, as the trainer always wrote it)."""
+    return json.dumps(doc, indent=2, sort_keys=False) + "\n"
+
+
 def write_json_atomic(path: Path, doc: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
+    """The trainer's own write (inside its container): a fresh name in the same folder, made
+    exclusively and never through a link, 0666 less the umask, then renamed over results.json."""
+    path = Path(path)
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(f"{path}: no fresh temporary name")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(dumps(doc))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def leaderboard(records: list[dict]) -> str:

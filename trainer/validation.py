@@ -28,9 +28,10 @@ StrictIntT = Annotated[int, Strict()]
 StrictFloatT = Annotated[float, Strict()]
 
 
-def field(default: Any = ..., *, expected: str, **kw: Any) -> Any:
-    """A pydantic Field whose error message says `Expected <expected>.`"""
-    return Field(default, json_schema_extra={"expected": expected}, **kw)
+def field(default: Any = ..., *, expected: str, secret: bool = False, **kw: Any) -> Any:
+    """A pydantic Field whose error message says `Expected <expected>.`; a `secret` one (a URI that
+    may hold a password) never says what it received."""
+    return Field(default, json_schema_extra={"expected": expected, **({"secret": True} if secret else {})}, **kw)
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,9 @@ def problems(model: type[BaseModel], exc: pydantic.ValidationError, data: Any = 
             clean = _walk(model, loc)[1] or loc
             received = "Missing" if err["type"] == "missing" else "Received " + describe_value(
                 err.get("input") if loc == clean else value_at(data, clean, err.get("input")))
+            extra = getattr(_field_for(model, loc), "json_schema_extra", None)
+            if received != "Missing" and isinstance(extra, dict) and extra.get("secret"):
+                received = "Received a value that is not one (not shown: it may hold a password or token)"
         out.setdefault(clean, Problem(clean, received, _expected_for(model, err)))
     return list(out.values())
 

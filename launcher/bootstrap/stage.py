@@ -23,7 +23,7 @@ from launcher.inventory.checks import bootstrap_debs
 from launcher.inventory.model import Cluster, Host
 from launcher.reporter import transfer_reporter
 from launcher.ssh.group import Group
-from launcher.text import one_line, printable
+from launcher.text import hide, one_line, printable
 
 POLL_S = 1.0
 LOOK_TIMEOUT_S = 60.0
@@ -32,10 +32,12 @@ KEEP_LINES = 12             # the end of the host's install log kept for an erro
 
 
 class Secret:
-    """The sudo password: given to sudo on stdin only; never printed, logged or put on a command line."""
+    """The sudo password: given to sudo on stdin only; never printed, logged or put on a command line,
+    and masked in whatever a host says back (a sudo that repeats it on stderr: launcher/text.py)."""
 
     def __init__(self, value: str):
         self._value = value
+        hide([value])
 
     def stdin(self) -> bytes:
         return (self._value + "\n").encode()

@@ -226,7 +226,7 @@ class MlflowTracking(_Strict):
     # The tracking server; default: the MLFLOW_TRACKING_URI environment variable. A token or
     # password in it (https://user:token@host) stays on this machine: never rendered, logged or sent to a host.
     uri: Optional[str] = field(None, expected=TRACKER_URI, pattern=r"^[A-Za-z][A-Za-z0-9+.-]*:[^\s\x00-\x1f\x7f]*$",
-                               max_length=2048)
+                               max_length=2048, secret=True)
     # The experiment a search is logged in; default: MLFLOW_EXPERIMENT_NAME, else the cluster's name.
     experiment: Optional[PlainText] = field(None, expected="an experiment name (text without control characters)",
                                             min_length=1, max_length=500)

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from launcher.files import atomic_writer
+from launcher import runfiles
 from launcher.results import outcome
+from launcher.text import one_line
 
 from trainer import results
 from trainer.errors import BadInput
@@ -55,29 +56,47 @@ def duration(doc: dict) -> Optional[float]:
         return None
 
 
-def find(runs_dir: Path, cluster: Optional[str] = None) -> list[RunSummary]:
-    """Every run folder with a readable results.json, oldest first ('latest' links skipped)."""
+DAMAGED = "damaged"
+
+
+def damaged(folder: Path, why: str) -> RunSummary:
+    """A run folder whose results.json or outcome.json is not one tfcompose wrote: listed, saying why."""
+    why = why.replace(f"{folder}/", "")          # the run is named in its row already: the file, field and why
+    return RunSummary(folder.parent.name if folder.name != "local" else "local", folder.name, folder, "", "", 0,
+                      one_line(why, 200), math.nan, None, 0, DAMAGED)
+
+
+def read(folder: Path) -> Optional[RunSummary]:
+    """One run folder as `runs` lists it: its results, else its outcome, else why neither can be
+    read (a damaged run is said, never hidden); None for a folder that is no run."""
+    results_there = runfiles.found(folder, runfiles.RESULTS)
+    if results_there is not None:
+        try:
+            return summarise(folder, runfiles.load_results(folder))
+        except results.ResultsError as exc:
+            return damaged(folder, str(exc))
+    if (summary := without_results(folder)) is not None:
+        return summary
+    why = outcome.damage(folder)
+    return damaged(folder, why) if why else None
+
+
+def find(runs_dir: Path, cluster: Optional[str] = None, with_damaged: bool = False) -> list[RunSummary]:
+    """Every run folder (results.json or outcome.json there), oldest first ('latest' links
+    skipped); `with_damaged`: those whose files tfcompose cannot read too (state `damaged`)."""
     runs_dir = Path(runs_dir)
-    candidates = [runs_dir / "local"] if cluster in (None, "local") else []
+    candidates = [runs_dir / "local"] if cluster in (None, "local") and (runs_dir / "local").is_dir() else []
     for cluster_dir in sorted(p for p in runs_dir.glob("*") if p.is_dir() and not p.is_symlink()):
         if cluster is None or cluster_dir.name == cluster:
             candidates += [p for p in sorted(cluster_dir.iterdir()) if p.is_dir() and not p.is_symlink()]
-    found = []
-    for folder in candidates:
-        if (folder / "results.json").is_file():
-            try:
-                found.append(summarise(folder, results.load(folder)))
-            except results.ResultsError:
-                continue
-        elif (summary := without_results(folder)) is not None:
-            found.append(summary)
-    return sorted(found, key=lambda r: r.started)
+    found = [summary for folder in candidates if (summary := read(folder)) is not None]
+    return sorted((r for r in found if with_damaged or r.state != DAMAGED), key=lambda r: r.started)
 
 
 def resolve(runs_dir: Path, ref: str) -> Path:
     """A run by its folder, or by its id (or a unique start of it) under runs/."""
     path = Path(ref)
-    if (path / "results.json").is_file():
+    if path.is_dir() and runfiles.found(path, runfiles.RESULTS) is not None:
         return path
     hits = [r.folder for r in find(runs_dir) if r.run_id.startswith(ref)]
     if len(hits) != 1:
@@ -114,7 +133,7 @@ def compare_picture(folders: list[Path], out: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
     every, last = [], 1
     for folder, label in zip(folders, run_labels(folders)):
-        trial, epochs, values = best_curve(folder, results.load(folder))
+        trial, epochs, values = best_curve(folder, runfiles.load_results(folder))
         ax.plot(epochs, values, "-o", markersize=3, label=axes.plain(f"{label}: {trial}"))
         every, last = every + values, max([last, *epochs])
     ax.set_ylim(*axes.accuracy_limits(every))
@@ -123,7 +142,7 @@ def compare_picture(folders: list[Path], out: Path) -> Path:
     ax.set_title("Best trial of each run")
     fig.legend(fontsize=8, loc="outside lower center", ncols=min(2, len(folders)), frameon=False)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_writer(out) as fh:
+    with runfiles.writer(out.parent, out.name) as fh:          # readable as the umask says, like the report's
         fig.savefig(fh, format=out.suffix[1:].lower(), dpi=110, bbox_inches="tight", pad_inches=0.15)
     plt.close(fig)
     return out
@@ -132,7 +151,7 @@ def compare_picture(folders: list[Path], out: Path) -> Path:
 def leaderboards(folders: list[Path]) -> tuple[list[str], list[list[str]]]:
     """Columns: one per run; rows: rank 1, 2, … with `trial val_accuracy` in each cell."""
     from launcher.results.report import ranked, state_text
-    boards = [ranked(results.load(f)) for f in folders]
+    boards = [ranked(runfiles.load_results(f)) for f in folders]
     rows = []
 
     def cell(record: dict) -> str:       # a trial not trained to the end says what became of it

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
-from launcher.files import write_atomic
+from launcher import runfiles
 from launcher.text import printable
 
 FILE = "outcome.json"
@@ -38,19 +38,38 @@ def write(run_dir: Path, cluster: str, run: str, state: str, message: str = "") 
     made = Outcome(cluster, run, state if state in STATES else "unknown", printable(message)[:4000],
                    dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(run_dir / FILE, (json.dumps(asdict(made), indent=2) + "\n").encode())
+    runfiles.write_bytes(run_dir, FILE, (json.dumps(asdict(made), indent=2) + "\n").encode())
     return made
 
 
 def read(run_dir: Path) -> Optional[Outcome]:
-    """The run's outcome, or None (none written, or not one tfcompose writes)."""
+    """The run's outcome, or None (none written, or not one tfcompose writes: a link, a FIFO…)."""
+    try:
+        return check(runfiles.read_text(Path(run_dir), FILE, MAX_BYTES))
+    except (OSError, ValueError):
+        return None
+
+
+def damage(run_dir: Path) -> str:
+    """Why outcome.json is not one tfcompose wrote ("" when it is, or there is none)."""
     path = Path(run_dir) / FILE
     try:
-        if path.is_symlink() or path.stat().st_size > MAX_BYTES:
-            return None
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        if runfiles.found(Path(run_dir), FILE) is None:
+            return ""
+        made = check(runfiles.read_text(Path(run_dir), FILE, MAX_BYTES))
+    except runfiles.RunFileError as exc:
+        return exc.line
+    except (OSError, ValueError) as exc:
+        return f"{path}: cannot read it ({exc})"
+    return "" if made is not None else f"{path}: Received a document tfcompose does not write. Expected its outcome.json."
+
+
+def check(text: str) -> Optional[Outcome]:
+    """outcome.json's text as an Outcome, or None when it is not one tfcompose writes."""
+    try:
+        doc = json.loads(text)
         made = Outcome(**{k: doc[k] for k in ("cluster", "run", "state", "message", "collected", "schema")})
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         return None
     texts = (made.cluster, made.run, made.message, made.collected)
     if made.schema != 1 or made.state not in STATES or not all(isinstance(t, str) for t in texts):

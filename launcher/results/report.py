@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,11 +18,10 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from launcher.files import atomic_writer, write_atomic  # noqa: E402
+from launcher import runfiles  # noqa: E402
 from launcher.results import axes, values  # noqa: E402
 from launcher.text import one_line  # noqa: E402
 from trainer import results  # noqa: E402  (the results.json owner)
-from trainer.results import load as load_results  # noqa: E402
 
 
 @dataclass
@@ -37,19 +37,56 @@ def ranked(doc: dict) -> list[dict]:
     return results.ranked(doc["candidates"])
 
 
+MAX_HISTORY = 64 << 20         # a history CSV of 100,000 epochs, with room
+ACCURACIES = ("accuracy", "val_accuracy")
+
+
 def history(folder: Path, record: dict) -> list[dict]:
-    """The trial's per-epoch rows; a file that is not the CSV the trainer writes gives none."""
-    path = folder / record.get("history", "")
-    if not record.get("history") or not path.is_file() or path.is_symlink():
-        return []
+    """The trial's per-epoch rows, each checked (read_history)."""
+    return read_history(folder, record)[0]
+
+
+def read_history(folder: Path, record: dict) -> tuple[list[dict], str]:
+    """The trial's per-epoch rows as the trainer writes them (an epoch 1–100,000, accuracies 0–1
+    or NaN; a row that is not is left out), and a note on what was left out ("" when nothing).
+    The file is read as the run folder's files are (runfiles: no link, no FIFO, bounded)."""
+    rel = record.get("history")
+    if not rel:
+        return [], ""
     try:
-        with path.open(encoding="utf-8", newline="") as fh:
-            rows = list(csv.DictReader(fh))
-        for row in rows:
-            int(row["epoch"]), float(row["accuracy"]), float(row["val_accuracy"])
-        return rows
-    except (OSError, ValueError, KeyError, TypeError, csv.Error):
-        return []
+        text = runfiles.read_text(Path(folder), rel, MAX_HISTORY)
+    except FileNotFoundError:
+        return [], ""
+    except runfiles.RunFileError as exc:        # named from the run folder: report.md is in it
+        return [], exc.line.replace(f"{folder}/", "")
+    except (OSError, ValueError) as exc:
+        return [], f"{rel}: not read ({exc})"
+    try:
+        found = list(csv.DictReader(io.StringIO(text)))
+    except csv.Error as exc:
+        return [], f"{rel}: not a CSV ({exc})"
+    rows = [row for row in found if not _row_problem(row)]
+    wrong = [problem for row in found if (problem := _row_problem(row))]
+    note = f"{rel}: {len(wrong)} of {len(found)} row(s) left out ({wrong[0]})" if wrong else ""
+    return rows, one_line(note, 300)
+
+
+def _row_problem(row: dict) -> str:
+    """Why a history row is not one the trainer writes ("" when it is)."""
+    try:
+        epoch = int(row.get("epoch") or "")
+    except ValueError:
+        return f"epoch {str(row.get('epoch'))[:20]!r} is not a whole number"
+    if not 1 <= epoch <= results.MAX_EPOCHS:
+        return f"epoch {epoch} is not 1–{results.MAX_EPOCHS:,}"
+    for key in ACCURACIES:
+        try:
+            value = float(row.get(key) or "")
+        except ValueError:
+            return f"{key} {str(row.get(key))[:20]!r} is not a number"
+        if not (math.isnan(value) or 0 <= value <= 1):
+            return f"{key} {value:g} is not an accuracy 0–1"
+    return ""
 
 
 COMPLETE, BEST, PRUNED = "#8ab17d", "#2a9d8f", "#c9c9c9"
@@ -150,14 +187,15 @@ def plot_confusion(record: dict, classes: list[str], out: Path, searched: str = 
 def _save(fig, path: Path, layout: bool = True) -> Path:
     if layout:
         fig.tight_layout()
-    with atomic_writer(path) as fh:
+    with runfiles.writer(path.parent, path.name) as fh:
         # tight: the canvas grows to hold what stands outside the axes (the leaderboard's figures)
         fig.savefig(fh, format="png", dpi=110, bbox_inches="tight", pad_inches=0.15)
     plt.close(fig)
     return path
 
 
-def markdown(doc: dict, rows: list[dict], pictures: list[Path], hardware_lines: list[str] = ()) -> str:
+def markdown(doc: dict, rows: list[dict], pictures: list[Path], hardware_lines: list[str] = (),
+             notes: list[str] = ()) -> str:
     from launcher.telemetry.live import trial_columns
     hardware, figures = trial_columns(rows)      # GPU-hours, utilisation, energy, CPU-hours, when measured
     best = rows[0]
@@ -182,6 +220,7 @@ def markdown(doc: dict, rows: list[dict], pictures: list[Path], hardware_lines: 
         from launcher.results import search_report
         lines += search_report.markdown(doc)
     lines += list(hardware_lines)
+    lines += (["## Notes", ""] + [f"- {_cell(n)}" for n in notes] + [""]) if notes else []
     lines += [f"![{p.stem}]({p.name})" for p in pictures]
     return "\n".join(lines) + "\n"
 
@@ -206,7 +245,7 @@ def state_text(record: dict) -> str:
 
 def write_report(folder: str | Path) -> Report:
     folder = Path(folder)
-    doc = load_results(folder)
+    doc = runfiles.load_results(folder)
     rows = ranked(doc)
     pictures = [plot_leaderboard(rows, folder), plot_curves(folder, rows, folder)]
     confusion = plot_confusion(rows[0], doc.get("class_names", []), folder, values.texts(rows)[0])
@@ -219,12 +258,13 @@ def write_report(folder: str | Path) -> Report:
     from launcher.results import telemetry_report
     hardware_lines, hardware_pictures = telemetry_report.section(folder, doc, _save)   # telemetry/<host>.csv, if any
     pictures += hardware_pictures
-    text = markdown(doc, rows, pictures, hardware_lines)
+    notes = [note for r in rows if (note := read_history(folder, r)[1])]     # history rows left out, and why
+    text = markdown(doc, rows, pictures, hardware_lines, notes)
     from launcher.results import outcome
     made = outcome.read(folder)
     if made is not None and made.failed:        # results of an earlier attempt: the run itself failed since
         text = f"**This run failed:** {made.message}\n\n" + text
-    write_atomic(folder / "report.md", text.encode())
+    runfiles.write_bytes(folder, "report.md", text.encode())
     return Report(folder, [folder / "report.md", *pictures], rows, doc)
 
 
@@ -238,4 +278,4 @@ def write_outcome_only(folder: str | Path) -> Path:
              f"**This run {'failed' if state == 'failed' else 'has no results yet' if state == 'running' else 'left no results'}.**"
              + (f" {made.message}" if made and made.message else ""), "",
              "Every host's log is in `logs/`."]
-    return write_atomic(folder / "report.md", ("\n".join(lines) + "\n").encode())
+    return runfiles.write_bytes(folder, "report.md", ("\n".join(lines) + "\n").encode())

@@ -425,11 +425,51 @@ class Connection:
     # --- files (transfer.py) -------------------------------------------------------------------
     @property
     def sftp(self) -> paramiko.SFTPClient:
+        """The SFTP channel, opened once: the channel, the subsystem and the server's first answer
+        each within the connect timeout, then every read within the command timeout (paramiko's
+        own open_sftp waits for ever on a server that never speaks)."""
         self.check_cancel()
         if self._sftp is None:
-            self._sftp = self.client.open_sftp()
-            self._sftp.get_channel().settimeout(self.command_timeout)
+            self._sftp = self._open_sftp()
         return self._sftp
+
+    def _open_sftp(self) -> paramiko.SFTPClient:
+        bound = self.connect_timeout
+        try:
+            channel = self.client.get_transport().open_session(timeout=bound)
+            channel.settimeout(bound)
+            started = threading.Event()
+            failed: list[BaseException] = []
+
+            def start() -> None:           # paramiko waits for the subsystem's answer without a bound
+                try:
+                    channel.invoke_subsystem("sftp")
+                except BaseException as exc:  # noqa: BLE001 (handed to the caller)
+                    failed.append(exc)
+                finally:
+                    started.set()
+            threading.Thread(target=start, name="tfcompose-sftp-start", daemon=True).start()
+            if not started.wait(bound):
+                channel.close()
+                raise socket.timeout()
+            if failed:
+                raise failed[0]
+            sftp = paramiko.SFTPClient(channel)          # reads the server's version: bounded by the channel
+        except (socket.timeout, TimeoutError):
+            raise RemoteError(self.host.name, reason=f"the SFTP server did not answer within {bound:g} s (is its sftp "
+                              "subsystem working? `sftp` to the host tells)") from None
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise RemoteError(self.host.name, reason=f"SFTP failed to start: {why(exc)}") from None
+        channel.settimeout(self.command_timeout)
+        return sftp
+
+    def sftp_lost(self, what: str) -> RemoteError:
+        """A transfer whose SFTP server went silent: the channel given up (the next one opens anew)."""
+        if self._sftp is not None:
+            self._sftp.close()
+            self._sftp = None
+        return RemoteError(self.host.name, reason=f"the SFTP server stopped answering while {what} (nothing for "
+                           f"{self.command_timeout:g} s)")
 
     def put_text(self, text: str, remote: str, mode: int = 0o600) -> int:
         return transfer.put_text(self, text, remote, mode)

@@ -8,17 +8,21 @@ resumed run) is kept beside the new one.
 
 What comes back from a host is hostile input: the run id must look like one tfcompose made, the
 copy (transfer.get_tree) writes only regular files under checked names, and nothing is written
-outside the run folder.
+outside the run folder: every file in it is written and read as launcher/runfiles.py does (no link
+followed, no FIFO read, a fresh temporary name for each file). `--run` names a run some host
+still holds, or nothing is done at all.
 """
 from __future__ import annotations
 
+import json
 import os
+import secrets
 import threading
 from pathlib import Path
 
-from launcher import docker_commands as dc
-from launcher.errors import RemoteError
-from launcher.files import PART, atomic_writer, write_atomic
+from launcher import docker_commands as dc, runfiles
+from launcher.errors import BadInput, RemoteError
+from launcher.files import PART
 from launcher.inventory.model import Cluster, Host
 from launcher.plan import Plan, make, named
 from launcher.results import outcome
@@ -26,6 +30,7 @@ from launcher.ssh import transfer
 from launcher.ssh.group import Group
 from launcher.stages.status import attach, containers, newest, run_label, statuses
 from launcher.telemetry.assemble import assemble
+from launcher.text import Scrubber
 from launcher.tracking import upload as tracking
 from trainer import results
 
@@ -34,25 +39,50 @@ def collect(cluster: Cluster, runs_dir: Path = Path("runs"), reporter=None, run:
     """The cluster's current run (or `run`, one still on the hosts) into runs/<cluster>/<run>/."""
     with Group(cluster, reporter) as group:
         plan = named(make(cluster), run) if run else attach(group, make(cluster))
+        if run:
+            require_run(group, plan)
         states = {st.host: st for st in statuses(group, with_line=False)}
         chief = states.get(cluster.chief.name)
         state = ("finished" if chief and chief.state == "exited" and chief.exit_code == 0 and chief.run == plan.run
                  else "running" if chief and chief.state in ("running", "restarting") else "unknown")
-        return collect_into(group, plan, runs_dir, state)
+        return collect_into(group, plan, runs_dir, state, strict=bool(run))
 
 
-def collect_into(group: Group, plan: Plan, runs_dir: Path, state: str = "unknown", message: str = "") -> Path:
-    """This run's results and logs into runs/<cluster>/<run>/, with how it ended (`state`, `message`)."""
+def require_run(group: Group, plan: Plan) -> None:
+    """`collect --run`: some host holds the run (its folder, or a container of it), else exit 2
+    with nothing made, copied or moved here."""
+    def holds(host: Host, conn) -> bool:
+        if conn.run(["test", "-d", plan.run_dir(host)], check=False).ok:
+            return True
+        return any(run_label(c) == plan.run for c in containers(conn, plan.cluster.name, host.name))
+    found = group.run("collect", holds)
+    if any(found.succeeded.values()):
+        return
+    found.raise_if_failed()          # a host that did not answer may hold it: said as such (exit 1)
+    raise BadInput(f"--run: Received {plan.run!r}, a run no host of cluster {plan.cluster.name} holds. Expected a run "
+                   f"still on the hosts (under <workdir>/{plan.cluster.name}/runs/); nothing was collected.")
+
+
+def collect_into(group: Group, plan: Plan, runs_dir: Path, state: str = "unknown", message: str = "",
+                 strict: bool = False) -> Path:
+    """This run's results and logs into runs/<cluster>/<run>/, with how it ended (`state`, `message`);
+    `strict`: each log only from a container of this very run (a run named by `collect --run`)."""
     cluster = plan.cluster
-    run_dir = Path(runs_dir) / cluster.name / plan.run
+    Path(runs_dir).mkdir(parents=True, exist_ok=True)      # --runs: the user's, wherever it leads
+    run_dir = runfiles.make_folder(Path(runs_dir), Path(cluster.name) / plan.run)     # beneath it, real folders
     for host in cluster.hosts:
         group.reporter.stage(host.name, "collect")
     if plan.parallel:
         gather_parallel(group, plan, run_dir)
     else:
         fetch_results(group, cluster.chief, run_dir, plan)
-    group.run("collect", lambda h, c: fetch_log(h, c, cluster.name, run_dir / "logs", plan.run)).raise_if_failed()
-    if state == "unknown" and (run_dir / "results.json").is_file():
+    logs = group.run("collect", lambda h, c: fetch_log(h, c, cluster.name, run_dir, plan.run, strict))
+    for name, exc in list(logs.failed.items()):
+        if isinstance(exc, NoLogOfRun):        # an older run whose containers are gone: its results still come
+            group.reporter.warn(name, f"no log: {exc.reason}")
+            del logs.failed[name]
+    logs.raise_if_failed()
+    if state == "unknown" and runfiles.is_file(run_dir, runfiles.RESULTS):
         state = "finished"
     outcome.write(run_dir, cluster.name, plan.run, state, message)
     point_latest(group, run_dir)
@@ -67,70 +97,84 @@ def write_report(group: Group, run_dir: Path) -> None:
     """report.md and its pictures; for a run that left no results, report.md says how it ended."""
     from launcher.results import report
     try:
-        report.write_report(run_dir)
-    except results.ResultsError as exc:
-        if (run_dir / "results.json").is_file():
-            group.reporter.warn(None, f"no report: {exc}")
-        report.write_outcome_only(run_dir)
+        try:
+            report.write_report(run_dir)
+        except results.ResultsError as exc:
+            if runfiles.found(run_dir, runfiles.RESULTS) is not None:
+                group.reporter.warn(None, f"no report: {exc}")
+            report.write_outcome_only(run_dir)
+    except runfiles.RunFileError as exc:         # a folder where report.md belongs: the run is collected all the same
+        group.reporter.warn(None, f"no report: {exc.line}")
 
 
-def fetch_results(group: Group, host: Host, into: Path, plan: Plan) -> bool:
+def fetch_results(group: Group, host: Host, run_dir: Path, plan: Plan, into: str = "") -> bool:
+    """The host's results folder of this run into run_dir/into (the run folder itself, or hosts/<host>)."""
     try:
-        copy = transfer.get_tree(group.conn(host), f"{plan.run_dir(host)}/results", into)
+        copy = transfer.get_tree(group.conn(host), f"{plan.run_dir(host)}/results", run_dir / into, root=run_dir)
     except RemoteError as exc:
         group.reporter.warn(host.name, f"no results collected: {exc.reason}")
+        return False
+    except runfiles.RunFileError as exc:
+        group.reporter.warn(host.name, f"no results collected: {exc.line}")
         return False
     for why in copy.skipped:
         group.reporter.warn(host.name, f"left behind: {why}")
     return True
 
 
+class NoLogOfRun(RemoteError):
+    """`collect --run` of a run whose containers are gone from a host: its log is no more (not another run's)."""
+
+
 LOG_MAX_BYTES = 512 << 20    # a host's log kept in full up to this; past it, cut with a note
 
 
-def fetch_log(host: Host, conn, cluster: str, folder: Path, run: str = "") -> int:
+def fetch_log(host: Host, conn, cluster: str, run_dir: Path, run: str = "", strict: bool = False) -> int:
     """The host's container log of this run into logs/<host>.log, streamed to disk (never whole in
-    memory); a log already there from another container of the run (an earlier attempt, before the
-    run was resumed) is kept as logs/<host>.attempt-<k>.log."""
+    memory) and scrubbed of the secrets this process knows; a log already there from another
+    container of the run (an earlier attempt, before the run was resumed) is kept as
+    logs/<host>.attempt-<k>.log. `strict`: only a container of this very run (else, for the
+    labels of older versions, the cluster's newest)."""
     every = containers(conn, cluster, host.name)
-    found = [c for c in every if run_label(c) == run] or every      # this run's, else (older labels) the newest
+    found = [c for c in every if run_label(c) == run] or ([] if strict else every)
+    if not found and strict:
+        raise NoLogOfRun(host.name, reason=f"no container of run {run} is left on this host")
     if not found:
         raise RemoteError(host.name, reason=f"no container of cluster {cluster} on this host (run `tfcompose up` first)")
     container = newest(found)["Id"][:12]
-    folder.mkdir(parents=True, exist_ok=True)
-    keep_earlier_attempt(folder, host.name, container)
-    command = dc.container_logs(container)
-    kept = [0]
-    stop = threading.Event()
-    with atomic_writer(folder / f"{host.name}.log") as out:
+    runfiles.make_folder(run_dir, "logs")
+    keep_earlier_attempt(run_dir, host.name, container)
+    kept, stop, scrubber = [0], threading.Event(), Scrubber()
+    with runfiles.writer(run_dir, f"logs/{host.name}.log") as out:
         def take(chunk: bytes) -> None:
             room = LOG_MAX_BYTES - kept[0]
-            out.write(chunk[:room])
+            out.write(scrubber.feed(chunk[:room]))
             kept[0] += min(len(chunk), room)
             if len(chunk) > room:
                 stop.set()
-        conn.stream(command, on_output=take, stop=stop)
+        conn.stream(dc.container_logs(container), on_output=take, stop=stop)
+        out.write(scrubber.close())
         if stop.is_set():
             out.write(f"\n[tfcompose: the log was cut at {LOG_MAX_BYTES:,} bytes]\n".encode())
     return kept[0]
 
 
-def keep_earlier_attempt(folder: Path, host: str, container: str) -> None:
+SEEN = ".log-containers.json"           # beside logs/, which holds logs only
+
+
+def keep_earlier_attempt(run_dir: Path, host: str, container: str) -> None:
     """logs/<host>.log came from another container of this run: keep it under an attempt's name."""
-    import json
-    seen_file = folder.parent / ".log-containers.json"  # beside logs/, which holds logs only
     try:
-        seen = json.loads(seen_file.read_text())
+        seen = json.loads(runfiles.read_text(run_dir, SEEN, 1 << 20))
         seen = seen if isinstance(seen, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         seen = {}
-    log = folder / f"{host}.log"
-    if seen.get(host) not in (None, container) and log.is_file() and not log.is_symlink():
+    if seen.get(host) not in (None, container) and runfiles.is_file(run_dir, f"logs/{host}.log"):
         k = 1
-        while (folder / f"{host}.attempt-{k}.log").exists():
+        while runfiles.found(run_dir, f"logs/{host}.attempt-{k}.log") is not None:
             k += 1
-        os.replace(log, folder / f"{host}.attempt-{k}.log")
-    write_atomic(seen_file, json.dumps({**seen, host: container}).encode())
+        runfiles.rename(run_dir, "logs", f"{host}.log", f"{host}.attempt-{k}.log")
+    runfiles.write_bytes(run_dir, SEEN, json.dumps({**seen, host: container}).encode())
 
 
 def point_latest(group: Group, run_dir: Path) -> None:
@@ -138,9 +182,7 @@ def point_latest(group: Group, run_dir: Path) -> None:
     if latest.exists() and not latest.is_symlink():
         group.reporter.warn(None, f"{latest} is not tfcompose's link (a real file or folder); left as it is")
         return
-    tmp = run_dir.parent / f".latest{PART}"
-    if tmp.is_symlink() or tmp.exists():
-        tmp.unlink()
+    tmp = run_dir.parent / f".latest.{secrets.token_hex(6)}{PART}"      # a fresh name: nothing there to follow
     tmp.symlink_to(run_dir.name, target_is_directory=True)
     os.replace(tmp, latest)
 
@@ -149,17 +191,16 @@ def gather_parallel(group: Group, plan: Plan, run_dir: Path) -> None:
     """Every host's results into hosts/<host>/ (histories, each host's best model); the chief's
     results.json, which names every trial of the queue and the host that trained it, as the run's;
     the overall best model copied up from the host that trained it."""
-    fetched = group.run("collect", lambda h, c: fetch_results(group, h, run_dir / "hosts" / h.name, plan))
+    fetched = group.run("collect", lambda h, c: fetch_results(group, h, run_dir, plan, f"hosts/{h.name}"))
     chief = plan.cluster.chief.name
     if not fetched.succeeded.get(chief):
         return
     try:
-        doc = results.load(run_dir / "hosts" / chief)
+        doc = runfiles.load_results(run_dir, f"hosts/{chief}")
     except results.ResultsError as exc:
         group.reporter.warn(chief, f"no results: {exc}")
         return
-    results.write_json_atomic(run_dir / "results.json", doc)
+    runfiles.write_results(run_dir, doc)
     host = doc["best"].get("host")
-    source = run_dir / "hosts" / str(host) / "best_model.keras"
-    if host in {h.name for h in plan.cluster.hosts} and source.is_file() and not source.is_symlink():
-        write_atomic(run_dir / "best_model.keras", source.read_bytes())
+    if host in {h.name for h in plan.cluster.hosts} and runfiles.is_file(run_dir, f"hosts/{host}/best_model.keras"):
+        runfiles.copy(run_dir, f"hosts/{host}/best_model.keras", "best_model.keras")

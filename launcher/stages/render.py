@@ -194,13 +194,14 @@ def write_bundles(plan: Plan, out_dir: Path) -> list[Path]:
 
 
 def write_folder(folder: Path, files: dict[str, str], out_dir: Path) -> list[Path]:
-    """Each file under a temporary name, then renamed: no half file under a final name."""
+    """Each file under a temporary name, then renamed: no half file under a final name; private
+    (600), as on the hosts: a bundle may hold the values of `run.env`."""
     from trainer.errors import BadInput
     written = []
     try:
         folder.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
-            written.append(write_atomic(folder / name, text.encode()))
+            written.append(write_atomic(folder / name, text.encode(), mode=0o600))
     except OSError as exc:
         raise BadInput(f"{out_dir}: cannot write {exc.filename or folder} ({exc.strerror or exc}). "
                        "Expected a folder you can write (--output).") from None

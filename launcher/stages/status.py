@@ -165,11 +165,13 @@ def add_hardware(group: Group, states: list[HostStatus]) -> None:
     for st in states:
         if st.host not in found:
             continue
-        sample = found[st.host]
-        if isinstance(sample, BaseException):
-            st.hardware_line = f"not measured: {summary(sample)}"
-        else:
-            st.hardware, st.hardware_line = live.as_json(sample), live.host_line(sample) if sample else "nothing measured"
+        reading = found[st.host]
+        if isinstance(reading, BaseException):
+            st.hardware_line = f"not measured: {summary(reading)}"
+            continue
+        sample, note = reading
+        line = live.host_line(sample) if sample else "nothing measured"
+        st.hardware, st.hardware_line = live.as_json(sample), line + (f"; {note}" if note else "")
 
 
 def add_leases(group: Group, states: list[HostStatus]) -> None:

@@ -91,14 +91,23 @@ def image_of(container: dict, host: str) -> str:
 
 def collected_logdir(run_dir: Path, host: Optional[str]) -> Path:
     """A collected run's TensorBoard folder: tensorboard/ (sync), hosts/ (parallel: every host's,
-    each a run of its own in TensorBoard) or hosts/<host>/tensorboard/ with --host."""
-    boards = sorted(p.parent.name for p in (run_dir / "hosts").glob("*/tensorboard") if p.is_dir())
+    each a run of its own in TensorBoard) or hosts/<host>/tensorboard/ with --host. Real folders
+    only (launcher/runfiles.py): a link there is not served."""
+    from launcher import runfiles
+
+    def real(rel: str) -> bool:
+        try:
+            return runfiles.is_folder(run_dir, rel)
+        except OSError:
+            return False
+    boards = sorted(name for name, kind in (runfiles.listing(run_dir, "hosts") if real("hosts") else [])
+                    if kind == "a folder" and real(f"hosts/{name}/tensorboard"))
     if host is not None:
         if host in boards:
             return run_dir / "hosts" / host / "tensorboard"
         raise BadInput(f"--host: Received {host!r}. Expected " + (f"a host of {run_dir}: {', '.join(boards)}." if boards
                        else f"no --host: {run_dir} has no folder per host (hosts/<host>/tensorboard)."))
-    if (run_dir / "tensorboard").is_dir():
+    if real("tensorboard"):
         return run_dir / "tensorboard"
     if boards:
         return run_dir / "hosts"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from launcher import runfiles
 from launcher.telemetry import csvfile, figures
 from trainer import results
 
@@ -35,15 +36,14 @@ def add_trial_figures(run_dir: Path) -> bool:
     there is no results.json or no telemetry."""
     run_dir = Path(run_dir)
     hosts = csvfile.hosts_with_csv(run_dir)
-    if not hosts or not (run_dir / "results.json").is_file():
+    if not hosts or not runfiles.is_file(run_dir, runfiles.RESULTS):
         return False
-    doc = results.load(run_dir)
+    doc = runfiles.load_results(run_dir)
     series = {host: csvfile.read_csv(csvfile.csv_path(run_dir, host)) for host in hosts}
     made = figures.per_trial(doc["candidates"], doc.get("mode") == "parallel", series)
     for record, figures_of in zip(doc["candidates"], made):
         for key in FIGURES:
             record.pop(key, None)
         record.update(figures_of)
-    results.check(doc, str(run_dir / "results.json"))
-    results.write_json_atomic(run_dir / "results.json", doc)
+    runfiles.write_results(run_dir, doc)        # checked again by its owner, written whole
     return True

@@ -28,7 +28,9 @@ Its life is bounded three ways: `timeout` (BOUND_S, then the launcher starts a n
 stdin, where the launcher writes a heartbeat byte every few seconds: closed (the launcher
 ended, however) or silent for SILENCE_S (its network lost) and the whole process group is ended,
 nvidia-smi included (which has been seen to outlive a closed pipe: netdata#7143); and `ticks`
-for a one-shot (`status`).
+for a one-shot (`status`), whose one nvidia-smi runs under its own `timeout` (ONCE_GPU_S, then
+KILL to it and all it started): a hung driver costs `status` seconds, not its CPU and memory
+figures, and leaves nothing running (it says `E 124` or `E 137`).
 """
 from __future__ import annotations
 
@@ -41,11 +43,12 @@ DEFAULT_PERIOD_S = 1.0
 BOUND_S = 24 * 3600          # a sampler lives at most a day; the session starts the next
 SILENCE_S = 30               # no heartbeat for this long: the launcher is gone, the sampler ends
 RESTARTS = 5                 # nvidia-smi restarted at most this often after it ends
+ONCE_GPU_S = 3               # a one-shot's nvidia-smi answers within this, or is ended (1 s later KILLed)
 QUERY = "index,utilization.gpu,memory.used,memory.total,power.draw,temperature.gpu"
 NIC_NAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 
 SAMPLER = r"""
-period=$1 ms=$2 cluster=$3 host=$4 nic=$5 peer=$6 gpus=$7 silence=$8 ticks=$9 sys=${10} proc=${11} query=${12} restarts=${13}
+period=$1 ms=$2 cluster=$3 host=$4 nic=$5 peer=$6 gpus=$7 silence=$8 ticks=$9 sys=${10} proc=${11} query=${12} restarts=${13} once=${14}
 say() { printf '%s\n' "$*"; }
 num() { case $1 in ''|*[!0-9]*) return 1;; esac; }
 val() { v=; [ -r "$1" ] && read -r v < "$1"; }
@@ -54,11 +57,11 @@ anchor() { now=$(date +%s.%N 2>/dev/null); case $now in *[!0-9.]*|'') now=$(date
 gpu_loop() {
   n=0
   while :; do
-    if [ "$ticks" != 0 ]; then set --; else set -- -lms "$ms"; fi
-    if [ "$gpus" = all ]; then nvidia-smi --query-gpu="$query" --format=csv,noheader,nounits "$@" 2>/dev/null
-    else nvidia-smi --query-gpu="$query" --format=csv,noheader,nounits --id="$gpus" "$@" 2>/dev/null; fi
+    if [ "$ticks" != 0 ]; then set -- timeout -k 1 "$once" nvidia-smi; else set -- nvidia-smi -lms "$ms"; fi
+    if [ "$gpus" = all ]; then "$@" --query-gpu="$query" --format=csv,noheader,nounits 2>/dev/null
+    else "$@" --query-gpu="$query" --format=csv,noheader,nounits --id="$gpus" 2>/dev/null; fi
     status=$?
-    [ "$ticks" = 0 ] || return 0
+    if [ "$ticks" != 0 ]; then case $status in 124|137) say "E $status";; esac; return 0; fi
     say "E $status"; n=$((n + 1)); [ "$n" -lt "$restarts" ] || { say X; return 0; }
     sleep 10
   done
@@ -190,6 +193,6 @@ def sampler(cluster: str, host: str, *, gpus="", nic: str = "", peer: str = "", 
     for a login shell that hangs before the sampler even starts, so nothing it left can stay."""
     period = f"{max(0.1, min(float(period_s), 60.0)):g}"
     args = [period, str(int(float(period) * 1000)), cluster, host, nic_name(nic), peer, gpus, str(int(silence_s)),
-            str(int(ticks)), sys_root, proc_root, QUERY, str(RESTARTS)]
+            str(int(ticks)), sys_root, proc_root, QUERY, str(RESTARTS), str(ONCE_GPU_S)]
     argv = ["timeout", "-k", "5", str(int(bound_s)), "sh", "-c", SAMPLER, "tfcompose-telemetry", *args]
     return ["sh", "-c", '"$@"', tag, *argv] if tag else argv

@@ -16,7 +16,8 @@ An empty cell: not measured. A host without GPUs (or nvidia-smi) has no GPU colu
 
 Reading checks every cell (a number in its range, or empty); a row that fails is skipped, and a
 file is read up to MAX_ROWS rows of at most MAX_ROW bytes: a CSV is data to check, wherever it
-came from.
+came from. Every file and folder beneath the run folder is opened as launcher/runfiles.py opens
+them: no link followed (telemetry/ or .spool/ included), no FIFO or device read.
 """
 from __future__ import annotations
 
@@ -26,13 +27,11 @@ import fcntl
 import heapq
 import io
 import json
-import os
 import re
-import stat
 from pathlib import Path
 from typing import IO, Iterable, Iterator, Optional
 
-from launcher.files import atomic_writer, write_atomic
+from launcher import runfiles
 from launcher.telemetry.samples import MAX_GPUS, Gpu, Sample, finite
 
 FOLDER = "telemetry"
@@ -55,12 +54,27 @@ def csv_path(run_dir: Path, host: str) -> Path:
     return Path(run_dir) / FOLDER / f"{host}.csv"
 
 
+def _place(path: Path) -> tuple[Path, Path]:
+    """(the run folder, the path beneath it) of a telemetry file: from `telemetry/` on, nothing is
+    followed; the run folder itself is the user's (a file elsewhere: its own folder)."""
+    parts = Path(path).parts
+    if FOLDER not in parts[:-1]:
+        return Path(path).parent, Path(Path(path).name)
+    i = len(parts) - 2 - parts[-2::-1].index(FOLDER)
+    return Path(*parts[:i]), Path(*parts[i:])
+
+
+def _listing(run_dir: Path, rel: Path) -> list[tuple[str, str]]:
+    try:
+        return runfiles.listing(Path(run_dir), rel)
+    except OSError:                 # a link or a file in place of the folder: no telemetry to read
+        return []
+
+
 def hosts_with_csv(run_dir: Path) -> list[str]:
     """The hosts that have a telemetry CSV in the run folder (regular files with a host's name)."""
-    folder = Path(run_dir) / FOLDER
-    if not folder.is_dir() or folder.is_symlink():
-        return []
-    return sorted(p.stem for p in folder.glob("*.csv") if HOST_NAME.match(p.stem) and _regular(p))
+    return sorted(name[:-4] for name, kind in _listing(run_dir, Path(FOLDER))
+                  if name.endswith(".csv") and HOST_NAME.match(name[:-4]) and kind == "a regular file")
 
 
 # --- rows ---------------------------------------------------------------------------------------
@@ -159,22 +173,23 @@ def _bounded_lines(fh: IO[str]) -> Iterator[str]:
 @contextlib.contextmanager
 def _open_regular(path: Path):
     """A regular file as text (never through a link, never a FIFO that would block), or None."""
+    root, rel = _place(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        opened = runfiles.open_read(root, rel)
+        raw = opened.__enter__()
     except OSError:
         yield None
         return
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        yield None
-        return
-    with os.fdopen(fd, "r", encoding="utf-8", errors="replace", newline="") as fh:
-        yield fh
+    try:
+        with io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="") as fh:
+            yield fh
+    finally:
+        opened.__exit__(None, None, None)
 
 
 def _regular(path: Path) -> bool:
     try:
-        return Path(path).is_file() and not Path(path).is_symlink()
+        return runfiles.is_file(*_place(path))
     except OSError:
         return False
 
@@ -217,11 +232,11 @@ class Spool:
     FLUSH_EVERY = 32
 
     def __init__(self, run_dir: Path, host: str, session: str):
-        folder = Path(run_dir) / FOLDER / SPOOLS
-        folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / f"{host}.{session}.jsonl"
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
-        self._fh = os.fdopen(fd, "a", encoding="utf-8")
+        rel = Path(FOLDER) / SPOOLS / f"{host}.{session}.jsonl"
+        self.path = Path(run_dir) / rel
+        Path(run_dir).mkdir(parents=True, exist_ok=True)        # the run folder (its own place: made, followed)
+        self._opened = runfiles.appender(Path(run_dir), rel)        # no link followed, no FIFO appended to
+        self._fh = self._opened.__enter__()
         fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self._unflushed = 0
 
@@ -237,7 +252,7 @@ class Spool:
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
-            self._fh.close()         # the lock goes with it
+            self._opened.__exit__(None, None, None)        # the lock goes with the file
 
 
 def read_spool(path: Path) -> Iterator[Sample]:
@@ -255,25 +270,23 @@ def read_spool(path: Path) -> Iterator[Sample]:
 
 def free_spools(run_dir: Path, host: str) -> list[Path]:
     """The host's spools no session is writing (the ones a session holds are locked)."""
-    folder = Path(run_dir) / FOLDER / SPOOLS
+    rel = Path(FOLDER) / SPOOLS
     found = []
-    for path in sorted(folder.glob(f"{host}.*.jsonl")) if folder.is_dir() and not folder.is_symlink() else []:
-        if not _regular(path):
+    for name, kind in _listing(run_dir, rel):
+        if kind != "a regular file" or not (name.startswith(f"{host}.") and name.endswith(".jsonl")):
             continue
         try:
-            with open(path, "a", encoding="utf-8") as probe:
+            with runfiles.appender(Path(run_dir), rel / name) as probe:
                 fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            found.append(path)
+            found.append(Path(run_dir) / rel / name)
         except OSError:
             continue
     return found
 
 
 def spool_hosts(run_dir: Path) -> list[str]:
-    folder = Path(run_dir) / FOLDER / SPOOLS
-    if not folder.is_dir() or folder.is_symlink():
-        return []
-    return sorted({p.name.split(".", 1)[0] for p in folder.glob("*.jsonl") if HOST_NAME.match(p.name.split(".", 1)[0])})
+    return sorted({name.split(".", 1)[0] for name, _ in _listing(run_dir, Path(FOLDER) / SPOOLS)
+                   if name.endswith(".jsonl") and HOST_NAME.match(name.split(".", 1)[0])})
 
 
 # --- the rules' span, kept beside the samples (the report judges them as the live view did) ------------
@@ -281,9 +294,8 @@ RULES = "rules.json"
 
 
 def write_rules(run_dir: Path, span_s: float) -> None:
-    folder = Path(run_dir) / FOLDER
-    folder.mkdir(parents=True, exist_ok=True)
-    write_atomic(folder / RULES, (json.dumps({"warn_after_s": span_s}) + "\n").encode())
+    Path(run_dir).mkdir(parents=True, exist_ok=True)        # the run folder (its own place: made, followed)
+    runfiles.write_bytes(Path(run_dir), f"{FOLDER}/{RULES}", (json.dumps({"warn_after_s": span_s}) + "\n").encode())
 
 
 def read_rules(run_dir: Path) -> Optional[float]:
@@ -303,8 +315,9 @@ def read_rules(run_dir: Path) -> Optional[float]:
 def write_csv(path: Path, samples: Iterable[Sample], gpu_ids: list[int]) -> int:
     """The samples as telemetry CSV, written whole or not at all; how many rows."""
     count = 0
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with atomic_writer(path) as raw:
+    root, rel = _place(path)
+    root.mkdir(parents=True, exist_ok=True)
+    with runfiles.writer(root, rel) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
         writer = csv.writer(text, lineterminator="\n")
         writer.writerow(header(gpu_ids))

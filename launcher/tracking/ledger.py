@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Optional
 
-from launcher.files import write_atomic
+from launcher import runfiles
+from launcher.text import scrub
 
 FILE = "tracking.json"
 SCHEMA = 1
@@ -36,10 +37,9 @@ class Ledger:
     schema: int = SCHEMA
 
     def write(self, run_dir: Path) -> Path:
+        """Written whole, every text scrubbed of the secrets this process knows (launcher/text.py)."""
         self.updated = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        path = Path(run_dir) / FILE
-        write_atomic(path, (json.dumps(asdict(self), indent=2) + "\n").encode())
-        return path
+        return runfiles.write_bytes(Path(run_dir), FILE, scrub(json.dumps(asdict(self), indent=2) + "\n").encode())
 
     def url(self) -> str:
         """The search in MLflow's UI (http trackers only)."""
@@ -49,12 +49,10 @@ class Ledger:
 
 
 def read(run_dir: Path) -> Optional[Ledger]:
-    """The run's ledger, or None when there is none or it is not one tfcompose wrote."""
-    path = Path(run_dir) / FILE
+    """The run's ledger, or None when there is none or it is not one tfcompose wrote (a link, a
+    FIFO, a device: never followed, never waited on)."""
     try:
-        if path.is_symlink() or path.stat().st_size > MAX_BYTES:
-            return None
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(runfiles.read_text(Path(run_dir), FILE, MAX_BYTES))
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:

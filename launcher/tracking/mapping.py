@@ -3,6 +3,8 @@
 - the search: one parent run, its params the inventory's `train:` settings and search space
   (dotted names: `search.learning_rate`), its tags the cluster, the run id and the hosts;
 - each trial: one child run, named after the trial (`small_cnn#004`, `small_cnn@lr=0.01,bs=16`),
+  printable, and found again by its key (`tfcompose.trial`: its name, or `name (2)` for the second
+  trial of a results.json that names two alike, so two trials are never one run),
   its params the trial's values, one step per epoch (loss, accuracy, val_loss, val_accuracy),
   its state as a tag (`tfcompose.state`: complete, pruned, failed, retried) and a run status.
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import getpass
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -28,6 +31,8 @@ NOT_PARAMS = {"search.queue", "search.hosts", "search.only", "results_dir", "bac
 STATUS = {"complete": "FINISHED", "pruned": "FINISHED", "retried": "KILLED", "failed": "FAILED"}
 MAX_PARAM = 6000                   # MLflow's longest param value
 MAX_TAG = 5000
+MAX_NAME = 250                     # a run name MLflow shows
+MAX_KEY = 250                      # MLflow's longest param key
 
 
 @dataclass(frozen=True)
@@ -92,10 +97,33 @@ def search_summary(doc: dict) -> tuple[dict[str, float], dict[str, str]]:
     """The parent's own figures and tags once the run has results: the best trial and its accuracy."""
     best = doc["best"]
     return ({"best_val_accuracy": figure(best["val_accuracy"]), "trials": float(len(doc["candidates"]))},
-            {f"{PREFIX}best_trial": printable(str(best["candidate"]))[:MAX_TAG]})
+            {f"{PREFIX}best_trial": run_name(str(best["candidate"]))})
 
 
 # --- a trial ------------------------------------------------------------------------------------
+
+def run_name(trial: str) -> str:
+    """A trial's name as MLflow shows it: one printable line (no escape sequence reaches its UI)."""
+    return one_line(trial, MAX_NAME) or "(no printable name)"
+
+
+def trial_keys(records: list[dict]) -> list[str]:
+    """Each trial's identity on the tracker, in the order of `records`: its printable name, the
+    second (third…) trial of one name `name (2)`: two trials are two runs whatever they are called,
+    and a trial sent again (live, then at collect, then by `track`) finds its own run."""
+    seen: dict[str, int] = {}
+    keys = []
+    for record in records:
+        name = run_name(str(record["candidate"]))
+        seen[name] = seen.get(name, 0) + 1
+        keys.append(name if seen[name] == 1 else f"{name} ({seen[name]})")
+    return keys
+
+
+def param_key(name: str) -> str:
+    """A searched value's name as MLflow takes a param key (letters, digits, `_-. /`)."""
+    return re.sub(r"[^\w\-. /]", "_", printable(str(name)), flags=re.ASCII)[:MAX_KEY] or "_"
+
 
 def trial_params(record: dict) -> dict[str, str]:
     """The trial's values: its architecture, learning rate, batch and each searched value."""
@@ -103,20 +131,21 @@ def trial_params(record: dict) -> dict[str, str]:
               "learning_rate": record.get("learning_rate"), "batch_per_replica": record.get("batch_per_replica"),
               "epochs": record.get("epochs")}
     values.update(record.get("hyperparameters") or {})
-    return {k: printable(str(v))[:MAX_PARAM] for k, v in values.items() if v is not None}
+    return {param_key(k): printable(str(v))[:MAX_PARAM] for k, v in values.items() if v is not None}
 
 
-def trial_tags(record: dict, best: Optional[str], hosts: list[str]) -> dict[str, str]:
+def trial_tags(record: dict, best: Optional[str], hosts: list[str], key: Optional[str] = None) -> dict[str, str]:
+    """The trial's tags; `key` its identity (trial_keys; its printable name by default)."""
     state = record.get("state", "complete")
-    tags = {f"{PREFIX}trial": record["candidate"], f"{PREFIX}state": state,
+    tags = {f"{PREFIX}trial": key or run_name(str(record["candidate"])), f"{PREFIX}state": state,
             **({f"{PREFIX}host": record.get("host") or ",".join(hosts)} if record.get("host") or hosts else {})}
     if record.get("pruned_at_epoch") is not None:
         tags[f"{PREFIX}pruned_at_epoch"] = str(record["pruned_at_epoch"])
-    for key in ("retried_as", "why"):
-        if isinstance(record.get(key), str):
-            tags[f"{PREFIX}{key}"] = one_line(record[key], 500)
-    if best is not None:
-        tags[f"{PREFIX}best"] = "true" if record["candidate"] == best else "false"
+    for said in ("retried_as", "why"):
+        if isinstance(record.get(said), str):
+            tags[f"{PREFIX}{said}"] = one_line(record[said], 500)
+    if best is not None:         # the best trial's key (two trials of one name are not both the best)
+        tags[f"{PREFIX}best"] = "true" if tags[f"{PREFIX}trial"] == best else "false"
     return tags
 
 
@@ -152,8 +181,8 @@ def progress_epochs(progress, host: str) -> list[Epoch]:
     out = []
     for _index, trial, epoch, _epochs, loss, acc, val_loss, val_acc, _ips in progress.recent:
         values = dict(zip(EPOCH_METRICS, (loss, acc, val_loss, val_acc)))
-        out.append(Epoch(trial, epoch, {k: math.nan if v == NOT_FINITE else figure(v) for k, v in values.items()},
-                         host))
+        out.append(Epoch(run_name(str(trial)), epoch,
+                         {k: math.nan if v == NOT_FINITE else figure(v) for k, v in values.items()}, host))
     return out
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from launcher import runfiles
 from launcher.errors import BadInput
 from launcher.inventory.model import TrackerSettings
 from launcher.tracking import ledger as ledger_mod, mapping
@@ -57,8 +58,7 @@ def from_plan(plan, run_id: str, run_dir: Path) -> Source:
 def from_folder(run_dir: Path, cluster=None) -> Source:
     """A collected run by its folder (runs/<cluster>/<run>), with its inventory's settings when given."""
     folder = Path(run_dir)
-    if not folder.is_dir():
-        raise BadInput(f"{run_dir}: Received no such folder. Expected a collected run, like runs/<cluster>/<run>.")
+    check_run_folder(folder)
     real = folder.resolve()
     doc = _results(folder)
     name = cluster.name if cluster is not None else cluster_of(real)
@@ -72,21 +72,39 @@ def from_folder(run_dir: Path, cluster=None) -> Source:
     return Source(name, real.name, hosts, mode, cluster.spec.image if cluster is not None else "", settings, folder)
 
 
+def check_run_folder(folder: Path) -> None:
+    """A folder `track` may send: a run's (its results.json or outcome.json there, regular files);
+    anything else (a cluster's folder, runs/ itself, a file) is refused before the tracker is
+    contacted, and a results.json that is not one tfcompose wrote is named."""
+    if not folder.is_dir():
+        raise BadInput(f"{folder}: Received no such folder. Expected a collected run, like runs/<cluster>/<run>.")
+    kinds = {name: runfiles.found(folder, name) for name in (runfiles.RESULTS, "outcome.json")}
+    for name, found in kinds.items():
+        if found not in (None, "a regular file"):
+            raise BadInput(runfiles.RunFileError(folder / name, found).line)
+    if not any(kinds.values()):
+        raise BadInput(f"{folder}: Received a folder that is not a run (no results.json, no outcome.json). Expected a "
+                       "collected run, like runs/<cluster>/<run> (`tfcompose runs` lists them).")
+    if kinds[runfiles.RESULTS]:
+        runfiles.load_results(folder)       # a damaged one is named here, before anything is sent
+
+
 def cluster_of(folder: Path) -> str:
     """runs/<cluster>/<run>; the simulation's runs/local is cluster `local` (as `tfcompose runs` says)."""
     return "local" if folder.name == "local" else folder.parent.name
 
 
 def _hosts(folder: Path, doc: Optional[dict]) -> list[str]:
-    named = (doc or {}).get("search", {}).get("hosts") or sorted(p.stem for p in (folder / "logs").glob("*.log"))
-    return [str(h) for h in named]
+    logs = [name[:-4] for name, kind in runfiles.listing(folder, "logs") if name.endswith(".log") and ".attempt-" not in name
+            and kind == "a regular file"] if runfiles.found(folder, "logs") == "a folder" else []
+    return [str(h) for h in (doc or {}).get("search", {}).get("hosts") or logs]
 
 
 def _results(folder: Path) -> Optional[dict]:
-    if not (folder / "results.json").is_file():
+    if not runfiles.is_file(folder, runfiles.RESULTS):
         return None
     try:
-        return results.load(folder)
+        return runfiles.load_results(folder)
     except results.ResultsError:
         return None
 
@@ -155,11 +173,12 @@ def _send(tracker: Tracker, settings: TrackerSettings, source: Source, book: led
         book.trials = {name: run.info.run_id for name, run in runs.items()}
         book.pending = "no results.json: the run has not finished, or it failed"
         return
-    best = results.best(doc["candidates"])
-    for record in doc["candidates"]:
-        run = _trial(tracker, source, record, runs.get(record["candidate"]), best["candidate"], book.search_run)
-        book.trials[record["candidate"]] = run
-    _model(tracker, settings, source, doc, best, book)
+    records = doc["candidates"]
+    keys = mapping.trial_keys(records)
+    first = min(range(len(records)), key=lambda i: results.rank_key(records[i]))   # results.best's, by position
+    for record, key in zip(records, keys):
+        book.trials[key] = _trial(tracker, source, record, key, runs.get(key), keys[first], book.search_run)
+    _model(tracker, settings, source, doc, records[first], keys[first], book)
     _files(tracker, book.search_run, source.folder)
     figures, tags = mapping.search_summary(doc)
     tracker.log(book.search_run, metrics=figures, tags={**tags, f"{mapping.PREFIX}state": "finished"})
@@ -178,10 +197,10 @@ def _parent(tracker: Tracker, source: Source, doc: Optional[dict]):
     return found
 
 
-def _trial(tracker: Tracker, source: Source, record: dict, run, best: str, parent: str) -> str:
-    tags = mapping.trial_tags(record, best, source.hosts)
+def _trial(tracker: Tracker, source: Source, record: dict, key: str, run, best: str, parent: str) -> str:
+    tags = mapping.trial_tags(record, best, source.hosts, key)
     if run is None:
-        run = tracker.create_trial(parent, record["candidate"], tags)
+        run = tracker.create_trial(parent, key, tags)
         have: set[int] = set()
     else:
         have = tracker.steps(run.info.run_id)
@@ -196,16 +215,15 @@ def _trial(tracker: Tracker, source: Source, record: dict, run, best: str, paren
     return run_id
 
 
-def _model(tracker: Tracker, settings: TrackerSettings, source: Source, doc: dict, best: dict,
+def _model(tracker: Tracker, settings: TrackerSettings, source: Source, doc: dict, best: dict, best_key: str,
            book: ledger_mod.Ledger) -> None:
     """The best trial's model, as its run's logged model in MLflow's format, registered; without
     that format (an image without mlflow), best_model.keras as a file of the run, and a note."""
-    run_id = book.trials[best["candidate"]]
+    run_id = book.trials[best_key]
     folder = model_folder(source.folder, doc, best)
     if folder is None:
-        keras = source.folder / "best_model.keras"
-        if keras.is_file() and not keras.is_symlink() and "best_model.keras" not in tracker.artifacts(run_id):
-            tracker.upload(run_id, keras)
+        if runfiles.is_file(source.folder, "best_model.keras") and "best_model.keras" not in tracker.artifacts(run_id):
+            _upload_copy(tracker, run_id, source.folder, "best_model.keras")
         book.note = ("the best model is not in MLflow's format (no mlflow_model/ made from best_model.keras in the "
                      "run: an image without mlflow, or a host stopped while writing it): best_model.keras is a file "
                      "of its run, not registered")
@@ -225,39 +243,67 @@ def _model(tracker: Tracker, settings: TrackerSettings, source: Source, doc: dic
 
 def model_folder(folder: Path, doc: dict, best: dict) -> Optional[Path]:
     """Where the best trial's model in MLflow's format is: the run folder (sync), or the folder
-    of the host that trained it (parallel). Only a real folder with an MLmodel file, no links."""
-    model = folder / MODEL_FOLDER
+    of the host that trained it (parallel). Only a real folder with an MLmodel file, every file in
+    it a regular file (no link, FIFO or device: MLflow's upload would follow or block on one)."""
+    rel = Path(MODEL_FOLDER)
     if doc.get("mode") == "parallel":
         host = best.get("host")
         if not isinstance(host, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,39}", host):
             return None
-        model = folder / "hosts" / host / MODEL_FOLDER
-    if not model.is_dir() or model.is_symlink() or not (model / "MLmodel").is_file():
+        rel = Path("hosts") / host / MODEL_FOLDER
+    try:
+        if runfiles.found(folder, rel) != "a folder" or not runfiles.is_file(folder, rel / "MLmodel") \
+                or not _only_files(folder, rel) or not made_from(folder, rel, rel.parent / "best_model.keras"):
+            return None
+    except OSError:
         return None
-    if any(p.is_symlink() for p in model.rglob("*")) or not made_from(model, model.parent / "best_model.keras"):
-        return None
-    return model
+    return folder / rel
 
 
-def made_from(model: Path, keras: Path) -> bool:
+def _only_files(folder: Path, rel: Path, depth: int = 0) -> bool:
+    """Every entry beneath folder/rel a regular file or a real folder (32 levels at most)."""
+    for name, kind in runfiles.listing(folder, rel):
+        if kind == "a folder" and depth < 32:
+            if not _only_files(folder, rel / name, depth + 1):
+                return False
+        elif kind != "a regular file":
+            return False
+    return True
+
+
+def made_from(folder: Path, model: Path, keras: Path) -> bool:
     """Whether the folder is that best_model.keras in MLflow's format (its MLmodel says which file it
     was made from): a host stopped while writing a newer best leaves an older one behind."""
     import hashlib
     import yaml
     try:
-        if keras.is_symlink() or (model / "MLmodel").stat().st_size > MAX_MLMODEL:
-            return False
-        conf = yaml.safe_load((model / "MLmodel").read_text(encoding="utf-8"))
+        conf = yaml.safe_load(runfiles.read_text(folder, model / "MLmodel", MAX_MLMODEL))
         said = conf["metadata"]["tfcompose"][SOURCE_KEY]
-        return isinstance(said, str) and said == hashlib.sha256(keras.read_bytes()).hexdigest()
+        digest = hashlib.sha256()
+        with runfiles.open_read(folder, keras) as fh:
+            for chunk in iter(lambda: fh.read(runfiles.COPY_CHUNK), b""):
+                digest.update(chunk)
+        return isinstance(said, str) and said == digest.hexdigest()
     except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError):
         return False
 
 
+def _upload_copy(tracker: Tracker, run_id: str, folder: Path, name: str) -> None:
+    """A file of the run folder sent as the run's file, from a copy read safely (MLflow opens what
+    it is given by name: it would follow a link swapped in, or wait on a FIFO)."""
+    import shutil
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="tfcompose-upload-") as tmp:
+        with runfiles.open_read(folder, name) as src, runfiles.writer(Path(tmp), name) as out:
+            shutil.copyfileobj(src, out, runfiles.COPY_CHUNK)
+        tracker.upload(run_id, Path(tmp) / name)
+
+
 def _files(tracker: Tracker, run_id: str, folder: Path) -> None:
-    """results.json, report.md and the report's pictures as the parent's files (changed ones again)."""
+    """results.json, report.md and the report's pictures as the parent's files (changed ones again);
+    only regular files of the run folder, each sent from a copy read safely."""
     there = tracker.artifacts(run_id)
-    wanted = [folder / name for name in PARENT_FILES] + sorted(folder.glob("*.png"))
-    for path in wanted:
-        if path.is_file() and not path.is_symlink() and there.get(path.name) != path.stat().st_size:
-            tracker.upload(run_id, path)
+    wanted = list(PARENT_FILES) + [name for name, _ in runfiles.listing(folder) if name.endswith(".png")]
+    for name in wanted:
+        if runfiles.is_file(folder, name) and there.get(name) != (folder / name).lstat().st_size:
+            _upload_copy(tracker, run_id, folder, name)

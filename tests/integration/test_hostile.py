@@ -21,9 +21,10 @@ from typing import Callable, Optional
 import pytest
 import yaml
 
+from support import nvidia_smi
 from support.common import free_ports
 from support.fake_docker import HANG_SECONDS, FakeDocker, container
-from support.hostile import Case, all_cases, run_case
+from support.hostile import HISTORY, Case, all_cases, run_case, trials_doc
 from support.sshd import write_inventory
 
 pytestmark = pytest.mark.integration
@@ -71,6 +72,7 @@ class HostCase:
     edit: Optional[Callable[[dict, World], None]] = None   # changes the inventory before the command
     env: Optional[Callable[[World], dict]] = None          # the command's environment beside HOME and PATH
     neighbour: bool = False                                # a second local account acts on the host
+    sftp: str = "internal-sftp"                            # the hosts' SFTP subsystem (sshd_config's command)
 
 
 def running(w: World, i: int = 0, run: str | None = None, state: str = "exited") -> dict:
@@ -265,6 +267,105 @@ def run_dir(w: World) -> Path:
     return w.runs / w.cluster / w.run_id
 
 
+# --- Hardening IV (#46) -------------------------------------------------------------------------------
+SILENT_SFTP = "cat > /dev/null"      # reads what it is sent, never says a word, ends with its channel
+UNKNOWN_RUN = "20260101-000000-deadbeef"
+
+
+def finished_run(w: World) -> None:
+    """The chief's run ended well: its container, its results (two trials, their histories)."""
+    import json
+    w.engines[0].containers(running(w))
+    w.engines[0].logs("[worker:0] epoch 1/2\n")
+    (w.results() / "results.json").write_text(json.dumps(trials_doc(("x", 0.5), ("y", 0.4))))
+    (w.results() / "history").mkdir()
+    for i in range(2):
+        (w.results() / "history" / f"{i}.csv").write_text(HISTORY)
+
+
+def victim_folder(w: World) -> Path:
+    """What a link in the run folder leads to: the operator's own folder, watched by the global check."""
+    folder = w.sandbox / "work" / "victim"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "h0.log").write_text("mine")
+    (folder / "results.json").write_text("mine")
+    return folder
+
+
+def planted(make: Callable[[World, Path], None]) -> Callable[[World], None]:
+    """A finished run whose run folder here holds, before collect, what `make` puts there."""
+    def setup(w: World) -> None:
+        finished_run(w)
+        run_dir(w).mkdir(parents=True)
+        make(w, run_dir(w))
+    return setup
+
+
+def links_at_every_name(w: World, run: Path) -> None:
+    """A link at each name collect writes, into the operator's folder; the old fixed temporary
+    names among them (`.results.json.tfc-part` of a download, `results.json.tmp` of a rewrite)."""
+    folder = victim_folder(w)
+    (run / "logs").mkdir()
+    for name in ("logs/h0.log", "results.json", "outcome.json", "report.md", ".log-containers.json",
+                 ".results.json.tfc-part", "results.json.tmp", "logs/.h0.log.tfc-part"):
+        (run / name).symlink_to(folder / Path(name).name)
+    telemetry_to_assemble(run)
+
+
+def telemetry_to_assemble(run: Path) -> None:
+    """A telemetry CSV, so collect adds its figures to results.json and writes that again."""
+    (run / "telemetry").mkdir()
+    (run / "telemetry" / "h0.csv").write_text("time,training,trial,epoch,cpu_cores\n1700000000,1,1,1,0.5\n")
+
+
+def fifos_at_every_name(w: World, run: Path) -> None:
+    (run / "logs").mkdir()
+    for name in ("logs/h0.log", "results.json", "outcome.json", "report.md", ".log-containers.json", "tracking.json",
+                 "leaderboard.png"):
+        os.mkfifo(run / name)
+
+
+def logs_a_link(w: World, run: Path) -> None:
+    (run / "logs").symlink_to(victim_folder(w))
+
+
+def history_a_link(w: World, run: Path) -> None:
+    (run / "history").symlink_to(victim_folder(w))
+
+
+def latest_elsewhere(w: World) -> None:
+    """A finished run collected before: `latest` leads to it."""
+    finished_run(w)
+    old = w.runs / w.cluster / "bbbbbbbbbbbb"
+    old.mkdir(parents=True)
+    (old / "results.json").write_text("{}")
+    (w.runs / w.cluster / "latest").symlink_to(old.name)
+
+
+def nothing_made_for_the_unknown_run(w: World, _outcome) -> None:
+    assert not (w.runs / w.cluster / UNKNOWN_RUN).exists()
+    assert os.readlink(w.runs / w.cluster / "latest") == "bbbbbbbbbbbb"
+
+
+def wedged_gpu(w: World) -> None:
+    """The host's nvidia-smi never answers and ignores SIGTERM (a wedged driver)."""
+    w.engines[0].containers(running(w, state="running"))
+    nvidia_smi.install(w.engines[0].folder / "bin", mode="silent", ignore_term=True, gpus=1)
+
+
+def one_gpu(doc: dict, w: World) -> None:
+    doc["defaults"]["gpus"] = 1
+
+
+def no_nvidia_smi_left(w: World, _outcome) -> None:
+    stand_in = w.engines[0].folder / "bin" / "nvidia-smi"
+    time.sleep(1)
+    left = nvidia_smi.running(stand_in)
+    for pid in left:
+        os.kill(pid, 9)
+    assert left == [], "nvidia-smi was left running on the host"
+
+
 HOST_CASES = [
     # 1. what a host says never chooses where collect writes
     HostCase("label-is-the-operators-ssh-folder", ["collect", "-i", "{inv}", "--runs", "{out}/runs"],
@@ -322,8 +423,9 @@ HOST_CASES = [
              lambda w: (w.engines[0].containers(running(w)),
                         w.engines[0].logs("\x1b]52;c;cGF5bG9hZA==\x07[worker:0] epoch 1/2\u202e\x1b[2J\x9b31m\n")),
              says="[worker:0] epoch 1/2", check=lambda w, o: not any(c in o.out + o.err for c in "\x1b\u202e\x9b")),
-    HostCase("logs-all-50-megabytes-without-a-newline", ["logs", "-i", "{inv}", "--all", "--no-follow"],
-             lambda w: (w.engines[0].containers(running(w)), w.engines[0].logs("x" * (50 << 20))), says="xxxx", bound=40),
+    # #46: 100 MB took 27 s (every byte through the printable filter one at a time), now 5–11 s.
+    HostCase("logs-all-100-megabytes-without-a-newline", ["logs", "-i", "{inv}", "--all", "--no-follow"],
+             lambda w: (w.engines[0].containers(running(w)), w.engines[0].logs("x" * (100 << 20))), says="xxxx", bound=20),
     HostCase("inspect-answers-20-megabytes", ["status", "-i", "{inv}"],
              lambda w: w.engines[0].raw_inspect("[" + " " * (20 << 20) + "]"), says="answered more than"),
     HostCase("progress-seconds-per-epoch-1e308", ["watch", "-i", "{inv}", "--poll", "0.2", "--runs", "{out}/runs"],
@@ -376,6 +478,24 @@ HOST_CASES = [
              root_folder(0o1777, 'cd "$1/leases" && i=0 && while [ $i -lt 600 ]; do : > "a$i.h0.$2.lease"; '
                                  'i=$((i + 1)); done'), exit=(1,), says="holds 600 lease files, more than the 512",
              edit=in_lease_box, neighbour=True, check=nothing_of_this_cluster_there),
+    # Hardening IV (#46): no wait unbounded, nothing written through a link, nothing read from a FIFO,
+    # a run that no host holds refused.
+    HostCase("collect-an-sftp-that-never-answers", ["collect", "-i", "{inv}", "--runs", "{out}/runs"], finished_run,
+             says="the SFTP server did not answer within 2 s", sftp=SILENT_SFTP,
+             edit=lambda doc, w: doc["ssh"].update(connect_timeout_s=2)),
+    HostCase("collect-a-link-at-every-name-it-writes", ["collect", "-i", "{inv}", "--runs", "{out}/runs"],
+             planted(links_at_every_name), says="collected into",
+             check=lambda w, o: (run_dir(w) / "logs" / "h0.log").read_text() == "[worker:0] epoch 1/2\n"),
+    HostCase("collect-a-fifo-at-every-name-it-reads-or-writes", ["collect", "-i", "{inv}", "--runs", "{out}/runs"],
+             planted(fifos_at_every_name), says="collected into", bound=30),
+    HostCase("collect-logs-folder-a-link", ["collect", "-i", "{inv}", "--runs", "{out}/runs"], planted(logs_a_link),
+             exit=(1,), says="logs: Received a symbolic link"),
+    HostCase("collect-history-folder-a-link", ["collect", "-i", "{inv}", "--runs", "{out}/runs"], planted(history_a_link),
+             says="history: Received a symbolic link"),
+    HostCase("collect-a-run-no-host-holds", ["collect", "-i", "{inv}", "--runs", "{out}/runs", "--run", UNKNOWN_RUN],
+             latest_elsewhere, exit=(2,), says="a run no host of cluster", check=nothing_made_for_the_unknown_run),
+    HostCase("status-nvidia-smi-never-answers", ["status", "-i", "{inv}"], wedged_gpu, edit=one_gpu, bound=20,
+             says="nvidia-smi did not answer within 3 s", check=no_nvidia_smi_left),
     HostCase("purge-its-own-folder", ["down", "-i", "{inv}", "--purge"],
              lambda w: (w.results() / ".." / ".." / ".." / ".tfcompose-cluster").write_text("tfcompose"), says="purged",
              check=assert_file(lambda w: w.hosts[0].workdir / w.cluster / ".tfcompose-cluster", None)),
@@ -428,7 +548,7 @@ def make_world(case: HostCase, farm, tmp_path: Path, neighbour=None) -> World:
     ports = free_ports(2 * case.hosts)
     for i in range(case.hosts):
         engine = FakeDocker.create(tmp_path / f"engine{i}")
-        hosts.append(farm.start(f"h{i}", ports[2 * i], ports[2 * i + 1], env=engine.env()))
+        hosts.append(farm.start(f"h{i}", ports[2 * i], ports[2 * i + 1], env=engine.env(), sftp=case.sftp))
         engines.append(engine)
     farm.known_hosts()
     name = f"x{uuid.uuid4().hex[:8]}"

@@ -215,3 +215,39 @@ def test_a_tracker_killed_mid_run_stops_no_training_and_track_sends_the_rest_aft
 
 def up_run(cluster_dir: Path) -> str:
     return (cluster_dir / "latest").resolve().name
+
+
+def test_two_trials_of_one_name_stay_two_runs_with_printable_names_and_a_second_track_deletes_nothing(
+        mlflow_server, tmp_path):
+    """#46: trials were found again by name: two of one name were two children of which a second
+    `track` deleted one (the README promises `track` is idempotent), and an escape sequence in a
+    name reached MLflow's run names. A run folder made by hand, sent twice: no TensorFlow here."""
+    run_dir = tmp_path / "runs" / "named" / "20261127-120000-0badc0de"
+    (run_dir / "history").mkdir(parents=True)
+    names = [("small_cnn", 0.5), ("small_cnn", 0.6), ("deep\x1b[31m_cnn\u202e", 0.4)]
+    records = []
+    for i, (name, acc) in enumerate(names):
+        (run_dir / "history" / f"{i}.csv").write_text(f"epoch,loss,accuracy,val_loss,val_accuracy\n1,1,0.3,1,0.3\n"
+                                                      f"2,0.9,{acc},0.8,{acc}\n")
+        records.append({"candidate": name, "val_accuracy": acc, "val_loss": 0.8, "train_seconds": 1.0,
+                        "images_per_second": 10.0, "params": 10, "epochs": 2, "learning_rate": 0.01,
+                        "history": f"history/{i}.csv"})
+    (run_dir / "results.json").write_text(json.dumps({"schema": 1, "mode": "sync", "candidates": records,
+                                                      "best": {"candidate": "small_cnn", "val_accuracy": 0.6}}))
+    env = {"MLFLOW_TRACKING_URI": mlflow_server.uri, "MLFLOW_EXPERIMENT_NAME": "one-name-twice"}
+    for _ in range(2):
+        code, said = run_cli("track", str(run_dir), env=env, timeout=300)
+        assert code == 0 and "tracked in MLflow: 3 trial run(s)" in said, said
+    client = mlflow_server.client()
+    parents, children = search_runs(client, "one-name-twice")
+    assert len(parents) == 1 and len(children) == 3
+    by_key = {r.data.tags["tfcompose.trial"]: r for r in children}
+    assert sorted(by_key) == ["deep_cnn", "small_cnn", "small_cnn (2)"]
+    assert sorted(r.info.run_name for r in children) == ["deep_cnn", "small_cnn", "small_cnn (2)"]
+    assert [k for k, r in by_key.items() if r.data.tags["tfcompose.best"] == "true"] == ["small_cnn (2)"]
+    for key, (_, acc) in zip(["small_cnn", "small_cnn (2)", "deep_cnn"], names):
+        history = client.get_metric_history(by_key[key].info.run_id, "val_accuracy")
+        assert sorted((m.step, m.value) for m in history) == [(1, 0.3), (2, acc)], key       # each epoch once
+    deleted = client.search_runs([client.get_experiment_by_name("one-name-twice").experiment_id],
+                                 run_view_type=2, max_results=100)          # ViewType.DELETED_ONLY
+    assert deleted == []

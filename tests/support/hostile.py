@@ -6,6 +6,7 @@ tests/integration/test_hostile.py.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -13,6 +14,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, ContextManager, Optional
 
 import yaml
 
@@ -28,17 +30,26 @@ class Link:
     target: str
 
 
+@dataclass(frozen=True)
+class Fifo:
+    """A named pipe (nobody writes to it: a reader that opens it plainly waits for ever)."""
+
+
 @dataclass
 class Case:
     name: str
     argv: list[str]                                   # {work} and {out} are replaced
-    files: dict[str, str | bytes | Link] = field(default_factory=dict)   # written into {work} first
+    files: dict[str, str | bytes | Link | Fifo] = field(default_factory=dict)   # written into {work} first
     exit: tuple[int, ...] = (2,)
     says: str = ""                                    # a piece of what it prints
     bound: float = 30.0
     program: list[str] = field(default_factory=lambda: TFCOMPOSE)
     env: dict[str, str] = field(default_factory=dict)
     outside: tuple[Path, ...] = ()                    # more folders that must stay as they were
+    never: tuple[str, ...] = ()                       # never printed, nor written into any file of {out} (secrets)
+    also: tuple[str, ...] = ()                        # more pieces of what it prints
+    around: Optional[Callable[[], ContextManager[dict]]] = None     # a server for the case: yields its environment
+    check: Optional[Callable[[Path, "Outcome"], None]] = None       # more to check: (the sandbox, the outcome)
 
 
 # What must never reach the terminal as it is: escape (and its one-byte C1 form), BEL, the
@@ -77,15 +88,18 @@ def run_case(case: Case, sandbox: Path) -> Outcome:
         path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, Link):
             path.symlink_to(content.target)
+        elif isinstance(content, Fifo):
+            os.mkfifo(path)
         else:
             path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
     argv = [a.replace("{work}", str(work)).replace("{out}", str(out)) for a in case.argv]
-    env = {"PATH": os.environ["PATH"], "HOME": str(home), "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2",
-           **case.env}
     before = snapshot(home, work, *case.outside)
-    started = time.monotonic()
-    proc = subprocess.run([*case.program, *argv], cwd=work, env=env, capture_output=True, text=True,
-                          timeout=case.bound + 30, stdin=subprocess.DEVNULL)
+    with case.around() if case.around else contextlib.nullcontext({}) as served:
+        env = {"PATH": os.environ["PATH"], "HOME": str(home), "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2",
+               **{k: v.replace("{out}", str(out)) for k, v in case.env.items()}, **served}
+        started = time.monotonic()
+        proc = subprocess.run([*case.program, *argv], cwd=work, env=env, capture_output=True, text=True,
+                              timeout=case.bound + 30, stdin=subprocess.DEVNULL)
     outcome = Outcome(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
     text = outcome.out + outcome.err
     assert "Traceback" not in text, text[-3000:]
@@ -94,7 +108,14 @@ def run_case(case: Case, sandbox: Path) -> Outcome:
     assert outcome.seconds <= case.bound, f"took {outcome.seconds:.1f} s > {case.bound} s"
     assert snapshot(home, work, *case.outside) == before, "wrote outside its output folder"
     assert outcome.code in case.exit, f"exit {outcome.code}, expected {case.exit}: {text[-2000:]}"
-    assert case.says in text, f"{case.says!r} not in {text[-2000:]!r}"
+    for piece in (case.says, *case.also):
+        assert piece in text, f"{piece!r} not in {text[-2000:]!r}"
+    for secret in case.never:
+        assert secret not in text, f"printed {secret!r}: {text[-2000:]!r}"
+        written = [p for p in out.rglob("*") if p.is_file() and not p.is_symlink() and secret.encode() in p.read_bytes()]
+        assert not written, f"wrote {secret!r} into {written}"
+    if case.check:
+        case.check(sandbox, outcome)
     return outcome
 
 
@@ -278,7 +299,8 @@ def cli_cases() -> list[Case]:
     good = {"inventory.yaml": inventory()}
     results = {"out/run/results.json": '{"schema": 1, "candidates": [{"candidate": "x", "val_accuracy": 0.5, '
                                    '"val_loss": 1, "train_seconds": 1, "images_per_second": 1, "params": 1, '
-                                   '"epochs": 1, "history": "../../home/.ssh/authorized_keys"}]}'}
+                                   '"epochs": 1, "history": "../../home/.ssh/authorized_keys"}], '
+                                   '"best": {"candidate": "x", "val_accuracy": 0.5}}'}
     return [
         Case("render-onto-a-file", ["render", "-i", "{work}/inventory.yaml", "-o", "{work}/inventory.yaml"], good,
              says="cannot write"),
@@ -351,8 +373,219 @@ def run_files(run: str = "aaaaaaaaaaaa", restarts: str = "0", nan: bool = False)
     record = ('{{"candidate": "{name}", "val_accuracy": {acc}, "val_loss": 1, "train_seconds": 1, '
               '"images_per_second": 1, "params": 1, "epochs": 1}}')
     trials = ", ".join(record.format(name=n, acc=a) for n, a in (("x", "NaN" if nan else "0.5"), ("y", "0.4")))
+    best = '{"candidate": "y", "val_accuracy": 0.4}' if nan else '{"candidate": "x", "val_accuracy": 0.5}'
     return {f"out/runs/c/{run}/results.json": f'{{"schema": 1, "restarts": {restarts}, "started": "2026-11-2{run[0] == "b"}T10:00:00", '
-                                              f'"candidates": [{trials}]}}'}
+                                              f'"candidates": [{trials}], "best": {best}}}'}
+
+
+# --- Hardening IV (#46): run folders, trackers and secrets -----------------------------------------
+# A run folder holds what hosts sent and whatever anyone put there: a FIFO where a file belongs (a
+# plain reader waits for ever), a link where a file or folder belongs (a plain writer writes where
+# it leads), a results.json whose fields are of a type or size no reader expects. A link leads into
+# {work}/victim, which the global check watches: nothing may be written through it.
+
+RUN_ID = "aaaaaaaaaaaa"
+RUN_DIR = f"out/runs/c/{RUN_ID}"
+HISTORY = "epoch,loss,accuracy,val_loss,val_accuracy\n1,1,0.2,1,0.2\n2,1,0.5,1,0.5\n"
+TRIAL = {"val_loss": 1, "train_seconds": 1, "images_per_second": 1, "params": 1, "epochs": 2}
+
+
+def trials_doc(*named: tuple[str, float], **keys) -> dict:
+    """results.json as the trainer writes it: its trials (name, val_accuracy), the best, `keys`."""
+    records = [{"candidate": n, "val_accuracy": a, **TRIAL, "history": f"history/{i}.csv"} for i, (n, a) in enumerate(named)]
+    best = max(records, key=lambda r: r["val_accuracy"])
+    return {"schema": 1, "started": "2026-11-20T10:00:00", "mode": "sync", "candidates": records,
+            "best": {"candidate": best["candidate"], "val_accuracy": best["val_accuracy"]}, **keys}
+
+
+def run_dir_files(run: str = RUN_ID, doc: Optional[dict] = None, **more) -> dict:
+    """A collected run: results.json, each trial's history, how it ended; `more` laid over it."""
+    import json
+    doc = doc if doc is not None else trials_doc(("x", 0.5), ("y", 0.4))
+    files = {f"out/runs/c/{run}/results.json": json.dumps(doc),
+             f"out/runs/c/{run}/outcome.json": json.dumps({"schema": 1, "cluster": "c", "run": run, "state": "finished",
+                                                          "message": "", "collected": "2026-11-20T10:05:00"})}
+    files.update({f"out/runs/c/{run}/history/{i}.csv": HISTORY for i in range(len(doc.get("candidates", [])))})
+    return {**files, **{f"out/runs/c/{run}/{k}": v for k, v in more.items()}}
+
+
+def victim(link: str) -> Link:
+    """A link at `link` (a path under out/) into {work}/victim, which must stay as it is."""
+    depth = len(Path(link).parts) - 1            # the link's folder, back up to the sandbox
+    return Link("../" * depth + f"work/victim/{Path(link).name}")
+
+
+VICTIMS = {"victim/report.md": "mine", "victim/leaderboard.png": "mine", "victim/outcome.json": "mine",
+           "victim/tracking.json": "mine", "victim/history/0.csv": HISTORY, "victim/history/1.csv": HISTORY,
+           "victim/telemetry/h0.csv": "mine", "victim/h0.log": "mine", "victim/logs/h0.log": "mine"}
+# Every name a run folder holds that `report` reads or writes, but results.json itself: its files
+# (a FIFO or a link at each), its folders (a link, or a FIFO, in place of each).
+REPORT_FILES = ("outcome.json", "history/0.csv", "report.md", "leaderboard.png", "curves.png", "telemetry/h0.csv",
+                "tracking.json")
+REPORT_FOLDERS = ("history", "telemetry")
+CLOSED = "http://127.0.0.1:9"       # the discard port: nothing listens, a tracker refused at once
+
+
+def at_every_name(kind: str, names: tuple[str, ...]) -> dict:
+    """A FIFO or a link (into {work}/victim) at each of `names` (a folder's files then gone)."""
+    files = dict(run_dir_files())
+    for name in names:
+        if name in REPORT_FOLDERS:
+            files = {k: v for k, v in files.items() if not k.startswith(f"{RUN_DIR}/{name}/")}
+        files[f"{RUN_DIR}/{name}"] = Fifo() if kind == "fifo" else Link("../" * (3 + name.count("/")) + f"work/victim/{name}")
+    return {**files, **VICTIMS}
+
+
+def modes_follow_the_umask(sandbox: Path, _outcome) -> None:
+    """What `report` wrote is readable as the umask says (it was 600 whatever the umask, #46)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    run = sandbox / RUN_DIR
+    for name in ("report.md", "leaderboard.png", "curves.png"):
+        assert (run / name).stat().st_mode & 0o777 == 0o666 & ~umask, (name, oct((run / name).stat().st_mode))
+
+
+def report_notes(*pieces: str) -> Callable[[Path, "Outcome"], None]:
+    def check(sandbox: Path, _outcome) -> None:
+        text = (sandbox / RUN_DIR / "report.md").read_text()
+        assert all(p in text for p in pieces), text
+    return check
+
+
+def runfolder_cases() -> list[Case]:
+    report, track = ["report", "{out}/runs/c/" + RUN_ID], ["track", "{out}/runs/c/" + RUN_ID]
+    runs = ["runs", "--runs", "{out}/runs"]
+    fine = run_dir_files("bbbbbbbbbbbb")
+    cases = []
+    for kind, made in (("fifo", Fifo()), ("link", victim(f"{RUN_DIR}/results.json"))):
+        said = "Received a FIFO" if kind == "fifo" else "Received a symbolic link"
+        cases += [
+            Case(f"runs-results-json-a-{kind}", runs, {**run_dir_files(), f"{RUN_DIR}/results.json": made, **fine,
+                                                      "victim/results.json": "{}"}, (0,), "damaged",
+                 also=("bbbbbbbbbbbb", said)),
+            Case(f"runs-outcome-json-a-{kind}-of-a-run-without-results", runs,
+                 {f"{RUN_DIR}/outcome.json": Fifo() if kind == "fifo" else victim(f"{RUN_DIR}/outcome.json"),
+                  **fine, **VICTIMS}, (0,), "damaged", also=("bbbbbbbbbbbb", said)),
+            Case(f"report-results-json-a-{kind}", report, {**run_dir_files(), f"{RUN_DIR}/results.json": made,
+                                                         "victim/results.json": "{}"}, says=said),
+            Case(f"track-results-json-a-{kind}", track, {**run_dir_files(), f"{RUN_DIR}/results.json": made,
+                                                       "victim/results.json": "{}"}, says=said,
+                 env={"MLFLOW_TRACKING_URI": CLOSED}),
+            Case(f"track-tracking-json-a-{kind}", track, {**run_dir_files(), f"{RUN_DIR}/tracking.json": Fifo()
+                                                        if kind == "fifo" else victim(f"{RUN_DIR}/tracking.json"),
+                                                        **VICTIMS}, (1,), "not all sent",
+                 env={"MLFLOW_TRACKING_URI": CLOSED}),
+            Case(f"report-a-{kind}-at-every-other-file", report, at_every_name(kind, REPORT_FILES), (0,), "report.md",
+                 bound=30, check=report_notes(f"history/0.csv: {said}")),
+            Case(f"report-a-{kind}-at-every-folder", report, at_every_name(kind, REPORT_FOLDERS), (0,), "report.md",
+                 bound=30, check=report_notes(f"history: {said}")),
+        ]
+    cases += [
+        Case("report-files-readable-as-the-umask-says", report, run_dir_files(), (0,), "report.md",
+             check=modes_follow_the_umask),
+        Case("track-a-clusters-folder", ["track", "{out}/runs/c"], run_dir_files(), says="not a run",
+             env={"MLFLOW_TRACKING_URI": CLOSED}),
+        Case("track-the-runs-folder", ["track", "{out}/runs"], run_dir_files(), says="not a run",
+             env={"MLFLOW_TRACKING_URI": CLOSED}),
+        Case("track-results-without-best", track, run_dir_files(doc={k: v for k, v in trials_doc(("x", 0.5)).items()
+                                                                     if k != "best"}),
+             says="best: Received None", env={"MLFLOW_TRACKING_URI": CLOSED}),
+        Case("track-a-tracker-that-answers-one-byte-at-a-time", ["track", "-i", "{work}/inventory.yaml", *track[1:]],
+             {**run_dir_files(), "inventory.yaml": inventory(cluster="c", tracking={"mlflow": {"timeout_s": 1}})},
+             (1,), "no whole answer within 3 s", around=trickling),
+    ]
+    return cases
+
+
+def trickling():
+    from support.trickle import trickling_tracker
+    return trickling_tracker()
+
+
+# Each field a reader of results.json uses, with what a host could write there instead: refused by
+# name, the run listed as damaged (one `runs` over a folder of such runs), never a traceback.
+WRONG_FIELDS = [("best", None), ("best", {"candidate": "nobody", "val_accuracy": 0.5}), ("workers", 0),
+                ("replicas", "2"), ("restarts", 1e308), ("mode", ["sync"]), ("started", 17), ("class_names", "AD"),
+                ("images", {"train": -1}), ("search", {"rungs": [1e308]}), ("search", {"trials": "ten"}),
+                ("search", {"lost": {"h1": 3}})]
+WRONG_TRIAL_FIELDS = [("val_accuracy", 1e308), ("val_loss", -1), ("train_seconds", "1"), ("images_per_second", 1e308),
+                      ("params", 2.5), ("epochs", "2"), ("epochs_run", "2"), ("resumed_from_epoch", "1"),
+                      ("pruned_at_epoch", 1.5), ("state", "done"), ("curve", [0.5, 1e308]),
+                      ("hyperparameters", {"lr": [1]}), ("host", 7), ("learning_rate", "fast"),
+                      ("confusion_matrix", [[1, 2], [3]]), ("why", 7), ("candidate", 7)]
+
+
+def named(key: str, value) -> str:
+    """The field a refusal names: `search.rungs` for a search's own key, `best.candidate`…"""
+    if key == "search" or (key == "best" and isinstance(value, dict)):
+        return f"{key}.{next(iter(value)) if key == 'search' else 'candidate'}"
+    return key
+
+
+def wrong_field_runs() -> dict:
+    files = {}
+    for i, (key, value) in enumerate(WRONG_FIELDS):
+        files.update(run_dir_files(f"{i:012x}", doc={**trials_doc(("x", 0.5)), key: value}))
+    for j, (key, value) in enumerate(WRONG_TRIAL_FIELDS, start=len(WRONG_FIELDS)):
+        doc = trials_doc(("x", 0.5))
+        doc["candidates"][0][key] = value
+        files.update(run_dir_files(f"{j:012x}", doc=doc))
+    return files
+
+
+def extreme_history() -> dict:
+    """Three trials whose history files hold 1e308, infinity and NaN accuracies, and an epoch 1e30."""
+    doc = trials_doc(("x", 0.5), ("y", 0.4), ("z", 0.3))
+    return run_dir_files(doc=doc, **{"history/0.csv": "epoch,loss,accuracy,val_loss,val_accuracy\n1,1,0.2,1,1e308\n",
+                                     "history/1.csv": "epoch,loss,accuracy,val_loss,val_accuracy\n1,1,inf,1,-inf\n"
+                                                      "100000000000000000000000000000,1,0.5,1,0.5\n",
+                                     "history/2.csv": "epoch,loss,accuracy,val_loss,val_accuracy\n1,nan,nan,nan,nan\n"
+                                                      "2,1,0.5,1,0.5\n"})
+
+
+def fields_cases() -> list[Case]:
+    texts = ["epochs_run", "resumed_from_epoch"]
+    cases = [Case("runs-every-wrong-field-named", ["runs", "--runs", "{out}/runs"], wrong_field_runs(), (0,), "damaged",
+                  also=tuple(f"{named(k, v)}: Received" for k, v in WRONG_FIELDS + WRONG_TRIAL_FIELDS)),
+             Case("report-history-1e308-infinity-nan", ["report", "{out}/runs/c/" + RUN_ID], extreme_history(), (0,),
+                  "report.md", check=report_notes("history/0.csv: 1 of 1 row(s) left out (val_accuracy 1e+308 is not an "
+                                                  "accuracy 0–1)", "history/1.csv: 2 of 2 row(s) left out"))]
+    for key in texts:
+        doc = trials_doc(("x", 0.5))
+        doc["candidates"][0][key] = "2"
+        cases.append(Case(f"report-{key.replace('_', '-')}-as-text", ["report", "{out}/runs/c/" + RUN_ID],
+                          run_dir_files(doc=doc), says=f"candidates[0].{key}: Received '2'"))
+    return cases
+
+
+# A tracker's password with each character a URI reserves (and `%`, which starts an escape): the
+# URI parser once found no user part in them, and printed the whole URI.
+RESERVED = "#/?@%:[]!$&'()*+,;= "
+PASSWORD = "Qz8pw" + RESERVED.replace(" ", "") + "9z"
+
+
+def secret_uri(password: str) -> str:
+    return f"http://alice:{password}@127.0.0.1:9/mlflow"
+
+
+def secrets_cases() -> list[Case]:
+    cases = []
+    for char in RESERVED:
+        password = f"Qz8s3cr{char}t-pw"
+        halves = (password, "Qz8s3cr", f"{char}t-pw")        # neither part of it shown either
+        label = {"#": "hash", "/": "slash", "?": "question", "@": "at", "%": "percent", ":": "colon", "[": "bracket",
+                 "]": "closing-bracket", " ": "space"}.get(char, f"x{ord(char):02x}")
+        uri = secret_uri(password)
+        doc = inventory(cluster="c", tracking={"mlflow": {"uri": uri}})
+        cases.append(Case(f"validate-tracker-password-with-{label}", ["validate", "-i", "{work}/inventory.yaml"],
+                          {"inventory.yaml": doc}, (0, 2), "inventory.yaml", never=halves))
+        if char in "#/?@%":
+            cases.append(Case(f"track-tracker-password-with-{label}", ["track", "{out}/runs/c/" + RUN_ID], run_dir_files(),
+                              (1,), "not all sent", env={"MLFLOW_TRACKING_URI": uri}, never=halves))
+    cases.append(Case("track-tracker-password-with-every-reserved-character", ["track", "{out}/runs/c/" + RUN_ID],
+                      run_dir_files(), (1,), "not all sent", env={"MLFLOW_TRACKING_URI": secret_uri(PASSWORD)},
+                      never=(PASSWORD, "Qz8pw", PASSWORD[5:-2])))
+    return cases
 
 
 # --- the trainer ----------------------------------------------------------------------------------
@@ -399,4 +632,4 @@ def existing_trainer_cases() -> list[Case]:
 
 def all_cases() -> list[Case]:
     return (inventory_cases() + existing_inventory_cases() + cli_cases() + trainer_cases()
-            + existing_trainer_cases())
+            + existing_trainer_cases() + runfolder_cases() + fields_cases() + secrets_cases())

@@ -56,8 +56,9 @@ class SshdFarm:
             fh.write(public_key_file.read_text())
 
     def start(self, name: str, port: int, tf_port: int, env: dict[str, str] | None = None,
-              address: str = "127.0.0.1", netns: str | None = None) -> SshdHost:
-        """An sshd on address:port; in network namespace `netns` when given (a host of its own)."""
+              address: str = "127.0.0.1", netns: str | None = None, sftp: str = "internal-sftp") -> SshdHost:
+        """An sshd on address:port; in network namespace `netns` when given (a host of its own);
+        `sftp`: its SFTP subsystem's command (a hostile host's: one that never answers)."""
         folder = self.root / name
         folder.mkdir()
         host_key = keygen(folder / "host_key")
@@ -67,7 +68,7 @@ class SshdFarm:
         lines = [f"Port {port}", f"ListenAddress {address}", f"HostKey {host_key}", f"PidFile {folder}/sshd.pid",
                  f"AuthorizedKeysFile {self.root}/authorized_keys", "PasswordAuthentication no",
                  "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password", "StrictModes no",
-                 "UsePAM no", "Subsystem sftp internal-sftp", "LogLevel ERROR"]
+                 "UsePAM no", f"Subsystem sftp {sftp}", "LogLevel ERROR"]
         # One SetEnv line: sshd_config keeps the first value of a keyword and ignores the rest.
         variables = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **(env or {})}
         lines.append("SetEnv " + " ".join(f"{k}={v}" for k, v in variables.items()))

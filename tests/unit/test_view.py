@@ -153,7 +153,8 @@ def test_the_terminal_leaderboard_shows_the_values_each_trial_tried_beside_it(tm
                                        '"params": 1, "epochs": 1, "hyperparameters": {"learning_rate": 0.01}}, '
                                        '{"candidate": "small_cnn@lr=0.001,bs=16", "val_accuracy": 0.8, "val_loss": 0.3, '
                                        '"train_seconds": 1, "images_per_second": 1, "params": 1, "epochs": 1, '
-                                       '"hyperparameters": {"learning_rate": 0.001}}]}')
+                                       '"hyperparameters": {"learning_rate": 0.001}}], '
+                                       '"best": {"candidate": "small_cnn@lr=0.01,bs=16", "val_accuracy": 0.9}}')
     view.out.print(view.leaderboard(grid))
     assert "values" not in capsys.readouterr().out          # a grid's names hold their values already
 

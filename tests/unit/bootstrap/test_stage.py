@@ -131,3 +131,19 @@ def test_the_plan_without_yes_changes_nothing(cluster):
     conn = Host([])
     looked = stage.look_at(cluster, cluster.hosts[0], conn, stage.Options(), False, RecordingReporter())
     assert looked.state == "planned" and conn.uploads == {} and not any(commands.START in c for c in conn.commands)
+
+
+def test_a_sudo_that_repeats_the_password_on_stderr_never_has_it_shown(cluster):
+    """A host whose sudo echoes what it read (#46: it reached the terminal in the error's stderr tail,
+    and its install log in the lines followed): masked in the error, its summary, and the stages said."""
+    from launcher.errors import summary
+    password = "s3cret"                 # (the one this stand-in's sudo takes)
+    conn = Host([("1", f"TFC-STEP install docker.io\nsudo echoed {password}\nTFC-FAIL apt said {password}\n")],
+                sudo="refused\nsudo_said=sudo: a password is required")
+    with pytest.raises(RemoteError) as err:
+        run_one(cluster, conn, stage.Options(yes=True, become_pass=stage.Secret(password)))
+    shown = str(err.value) + summary(err.value)
+    assert password not in shown and "apt said ***" in shown, shown
+    from launcher.errors import RemoteError as Raised
+    echoed = Raised("h1", ["sudo", "-S", "true"], 1, f"sorry: {password}\n")
+    assert password not in str(echoed) + echoed.summary and "sorry: ***" in echoed.summary

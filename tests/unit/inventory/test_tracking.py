@@ -34,7 +34,9 @@ def test_the_environment_gives_what_mlflow_users_set_there(tmp_path):
 
 @pytest.mark.parametrize("tracking, environ, expected", [
     ({"mlflow": {}}, {}, "inv.yaml:6:3: tracking.mlflow: Received no uri, and MLFLOW_TRACKING_URI is not set."),
-    ({"mlflow": {"uri": "mlflow.lab:5000 x"}}, {}, "inv.yaml:7:5: tracking.mlflow.uri: Received 'mlflow.lab:5000 x'."),
+    # A URI that is not one may still hold a password: not shown (it was, before #46).
+    ({"mlflow": {"uri": "http://u:pa ss@mlflow.lab:5000"}}, {},
+     "inv.yaml:7:5: tracking.mlflow.uri: Received a value that is not one (not shown: it may hold a password or token)."),
     ({"mlflow": {}}, {"MLFLOW_TRACKING_URI": "not a uri secret-123"},
      "inv.yaml:6:3: tracking.mlflow: Received MLFLOW_TRACKING_URI that is not a URI (shown without its value"),
     ({"mlflow": {"uri": "http://x:1", "register_as": "my model/v1"}}, {}, "tracking.mlflow.register_as: Received"),
@@ -46,7 +48,7 @@ def test_bad_tracking_is_named_by_line_and_field(tmp_path, tracking, environ, ex
         load_cluster(write(tmp_path, tracking=tracking), environ={"USER": "u", **environ})
     lines = err.value.lines               # every problem at once: `wandb:` unknown, and `mlflow:` missing
     assert len(lines) == (2 if "wandb" in tracking else 1) and expected in lines[-1], lines
-    assert "secret-123" not in "".join(lines)
+    assert "secret-123" not in "".join(lines) and "pa ss" not in "".join(lines)
 
 
 def test_tracking_goes_with_the_built_in_trainer_only(tmp_path):

@@ -24,6 +24,7 @@ def run_folder(folder: Path, best: float, started: str) -> Path:
         records.append({"candidate": name, "val_accuracy": acc, "val_loss": 0.9, "train_seconds": 3.0,
                         "images_per_second": 100.0, "epochs": 2, "params": 1000, "history": f"history/{name}.csv"})
     (folder / "results.json").write_text(json.dumps({"schema": 1, "candidates": records, "mode": "sync", "restarts": 1,
+                                                     "best": {"candidate": "small_cnn", "val_accuracy": best},
                                                      "started": started, "finished": started[:-2] + "59"}))
     return folder
 
@@ -94,7 +95,7 @@ def test_compare_refuses_an_output_that_is_no_picture_file(tmp_path, capsys, nam
 def test_off_a_terminal_tables_print_whole_at_any_columns(tmp_path):
     folder = run_folder(tmp_path / "runs" / "a-cluster-with-a-long-name" / "aaaaaaaaaaaa", 0.9, "2026-11-20T10:00:00")
     doc = json.loads((folder / "results.json").read_text())
-    doc["candidates"][0]["candidate"] = "small_cnn@lr=0.0001,bs=16,width=128,dropout=0.25"
+    doc["candidates"][0]["candidate"] = doc["best"]["candidate"] = "small_cnn@lr=0.0001,bs=16,width=128,dropout=0.25"
     doc["candidates"][0]["params"] = 1_493_636
     (folder / "results.json").write_text(json.dumps(doc))
     for columns in ("40", "80", "400"):
@@ -135,3 +136,33 @@ def test_compare_labels_each_run_by_cluster_and_id_even_through_two_latest_links
     assert overlapping(fig, fig.legends, fig.axes) == []            # the legend below the plot, not on the lines
     bottom, top = fig.axes[0].get_ylim()
     assert bottom > 0 and top >= 0.99                                # the axis from the curves, not 0–1
+
+
+def test_a_damaged_run_is_listed_as_damaged_saying_why_never_hidden(tmp_path, capsys, monkeypatch):
+    """#46: `runs` silently dropped a run whose results.json it could not read (and a FIFO there hung it)."""
+    from launcher import view
+    monkeypatch.setattr(view.out, "width", 300)
+    root = tmp_path / "runs" / "lab"
+    run_folder(root / "aaaaaaaaaaaa", 0.9, "2026-11-20T10:00:00")
+    fifo = root / "bbbbbbbbbbbb"
+    fifo.mkdir(parents=True)
+    os.mkfifo(fifo / "results.json")
+    typed = run_folder(root / "cccccccccccc", 0.9, "2026-11-22T10:00:00")
+    doc = json.loads((typed / "results.json").read_text())
+    doc["candidates"][0]["epochs_run"] = "2"
+    (typed / "results.json").write_text(json.dumps(doc))
+    (root / "dddddddddddd").mkdir()
+    os.mkfifo(root / "dddddddddddd" / "outcome.json")
+    (root / "not-a-run").mkdir()
+    listed = {r.run_id: (r.state, r.best) for r in runs.find(tmp_path / "runs", with_damaged=True)}
+    assert listed == {"aaaaaaaaaaaa": ("finished", "small_cnn"),
+                      "bbbbbbbbbbbb": ("damaged", "results.json: Received a FIFO. Expected a regular file (tfcompose "
+                                                  "follows no link, and reads no FIFO or device, beneath a run folder)."),
+                      "cccccccccccc": ("damaged", "results.json: candidates[0].epochs_run: Received '2'. Expected an "
+                                                  f"integer 0–100,000."),
+                      "dddddddddddd": ("damaged", "outcome.json: Received a FIFO. Expected a regular file (tfcompose "
+                                                  "follows no link, and reads no FIFO or device, beneath a run folder).")}
+    assert [r.run_id for r in runs.find(tmp_path / "runs")] == ["aaaaaaaaaaaa"]        # compare picks no damaged run
+    assert main(["runs", "--runs", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("│ damaged") == 3 and "epochs_run: Received '2'" in out

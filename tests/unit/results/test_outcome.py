@@ -20,3 +20,13 @@ def test_what_is_not_an_outcome_tfcompose_writes_is_none(tmp_path):
     (tmp_path / outcome.FILE).unlink()
     (tmp_path / outcome.FILE).symlink_to("/etc/passwd")
     assert outcome.read(tmp_path) is None
+
+
+def test_a_fifo_at_outcome_json_is_no_outcome_and_is_named_not_waited_on(tmp_path):
+    """#46: a FIFO there once held `runs`, `report` and `collect` for ever (its size was checked, not its kind)."""
+    import os
+    os.mkfifo(tmp_path / outcome.FILE)
+    assert outcome.read(tmp_path) is None
+    assert outcome.damage(tmp_path).endswith(f"{outcome.FILE}: Received a FIFO. Expected a regular file (tfcompose "
+                                             "follows no link, and reads no FIFO or device, beneath a run folder).")
+    assert outcome.damage(tmp_path / "nowhere") == ""

@@ -5,6 +5,7 @@ import json
 
 import matplotlib.image
 import pytest
+from launcher import runfiles
 from launcher.cli import main
 from launcher.results.report import write_report
 
@@ -22,7 +23,8 @@ def run_folder(tmp_path):
                         "images_per_second": 100.0, "epochs": 2, "epochs_run": 2, "params": 1000 * (i + 1),
                         "history": f"history/{name}.csv", "confusion_matrix": [[5, 1], [2, 4]]})
     (tmp_path / "results.json").write_text(json.dumps({"schema": 1, "candidates": records, "class_names": ["AD", "CN"],
-                                                       "best": {"candidate": TRIALS[2]}, "workers": 2}))
+                                                       "best": {"candidate": TRIALS[2], "val_accuracy": 0.8},
+                                                       "workers": 2}))
     return tmp_path
 
 
@@ -60,7 +62,7 @@ def real_reports(tmp_path_factory):
         patch.setattr(report, "_save", kept)
         for name in ("tpe-asha", "parallel-lost-host", "lab-overloaded"):
             folder = real_run(name, tmp_path_factory.mktemp("runs"))
-            doc = report.load_results(folder)
+            doc = runfiles.load_results(folder)
             rows = report.ranked(doc)
             report.plot_leaderboard(rows, folder)
             figures = {"leaderboard.png": kept.figures["leaderboard.png"]}
@@ -149,3 +151,22 @@ def test_a_run_whose_trials_were_lost_says_what_became_of_them_without_widening_
     panels = [ax for ax in curves.axes if ax.axison]
     assert len(panels) == 2 and overlapping(curves, [curves._suptitle], curves.legends + panels) == []
     assert "| 8 | deep_cnn@lr=0.001,bs=32~r2 (failed: h1 reported no epoch for 121 s" in md
+
+
+def test_history_rows_no_trainer_writes_are_left_out_with_a_note_and_never_a_traceback(tmp_path):
+    """#46: a history value of 1e308 once raised OverflowError in the axis limits."""
+    from launcher.results import report
+    folder = run_folder(tmp_path)
+    (folder / "history" / f"{TRIALS[0]}.csv").write_text(
+        "epoch,loss,accuracy,val_loss,val_accuracy\n1,1,0.4,1,1e308\n2,1,0.5,1,0.6\n3,1,inf,1,0.6\n")
+    (folder / "history" / f"{TRIALS[1]}.csv").write_text(
+        "epoch,loss,accuracy,val_loss,val_accuracy\n1,nan,nan,nan,nan\n1e400,1,0.5,1,0.5\n-3,1,0.5,1,0.5\n")
+    rows, note = report.read_history(folder, {"history": f"history/{TRIALS[0]}.csv"})
+    assert [r["epoch"] for r in rows] == ["2"]
+    assert note == f"history/{TRIALS[0]}.csv: 2 of 3 row(s) left out (val_accuracy 1e+308 is not an accuracy 0–1)"
+    rows, note = report.read_history(folder, {"history": f"history/{TRIALS[1]}.csv"})
+    assert [r["epoch"] for r in rows] == ["1"] and "epoch '1e400' is not a whole number" in note   # NaN: no figure, kept
+    made = write_report(folder)
+    text = (folder / "report.md").read_text()
+    assert "## Notes" in text and f"history/{TRIALS[0]}.csv: 2 of 3 row(s) left out" in text
+    assert [p.name for p in made.files][:3] == ["report.md", "leaderboard.png", "curves.png"]

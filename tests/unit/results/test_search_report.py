@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.results import load
+from launcher.runfiles import load_results as load
 
 
 @pytest.fixture(scope="module")

@@ -99,6 +99,28 @@ def test_without_nvidia_smi_it_says_so_and_with_it_passes_its_lines_on(tmp_path)
     assert "G none" not in lines
 
 
+def test_a_one_shot_whose_nvidia_smi_hangs_still_reports_cpu_and_memory_and_leaves_nothing_running(tmp_path):
+    """`status` on a host whose driver is wedged (a stand-in nvidia-smi silent and deaf to SIGTERM):
+    the CPU and memory lines come within seconds, nvidia-smi is said to have been ended, and is."""
+    proc, sys_, env = fake_host(tmp_path, 2)
+    stand_in = nvidia_smi.install(Path(env["PATH"].split(":")[0]), mode="silent", ignore_term=True)
+    argv = command.sampler("c", "h0", gpus="0", period_s=0.5, ticks=2, sys_root=str(sys_), proc_root=str(proc))
+    started = time.monotonic()
+    sampler = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        out, _ = sampler.communicate(timeout=30)
+        took = time.monotonic() - started
+        assert took < command.ONCE_GPU_S + 5, f"took {took:.1f} s"
+        assert len([line for line in out.splitlines() if line.startswith("S ")]) == 2
+        assert "E 137" in out.splitlines() or "E 124" in out.splitlines(), out
+        time.sleep(0.3)
+        assert nvidia_smi.running(stand_in) == []
+    finally:
+        os.killpg(sampler.pid, 9) if sampler.poll() is None else None
+        for pid in nvidia_smi.running(stand_in):
+            os.kill(pid, 9)
+
+
 def test_an_interface_the_host_lacks_gives_way_to_the_one_that_routes_to_the_peers(tmp_path):
     proc, sys_, env = fake_host(tmp_path, 2)
     argv = command.sampler("c", "h0", nic="eth", peer="10.1.1.2", period_s=0.5, ticks=2, sys_root=str(sys_),

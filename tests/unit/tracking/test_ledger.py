@@ -33,3 +33,14 @@ def test_what_is_not_a_ledger_is_none(tmp_path):
     (tmp_path / "elsewhere.json").write_text(json.dumps({"schema": 1, "tracker": "t", "experiment": "x"}))
     path.symlink_to(tmp_path / "elsewhere.json")
     assert ledger.read(tmp_path) is None
+
+
+def test_a_fifo_at_tracking_json_is_no_ledger_and_a_known_secret_is_never_written(tmp_path):
+    """#46: a FIFO there once held `track` and the closing line of `collect` for ever."""
+    import os
+    from launcher.text import hide
+    os.mkfifo(tmp_path / ledger.FILE)
+    assert ledger.read(tmp_path) is None and ledger.summary(tmp_path) is None
+    hide(["pw-d00d1e55"])
+    ledger.Ledger(tracker="http://127.0.0.1:5000", experiment="lab", pending="Invalid url http://u:pw-d00d1e55@h").write(tmp_path)
+    assert "pw-d00d1e55" not in (tmp_path / ledger.FILE).read_text() and ledger.read(tmp_path).pending.endswith("u:***@h")

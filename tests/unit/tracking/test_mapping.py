@@ -58,3 +58,15 @@ def test_live_epochs_from_a_progress_document_are_written_as_the_history_file_wr
     (epoch,) = mapping.progress_epochs(parse((tmp_path / "progress-worker-0.json").read_text()), "h0")
     assert (epoch.trial, epoch.step, epoch.host) == ("small_cnn#001", 1, "h0")
     assert epoch.metrics["loss"] == float(f"{0.123456789:.6g}") and math.isnan(epoch.metrics["val_loss"])
+
+
+def test_two_trials_of_one_name_are_two_keys_and_every_name_is_printable():
+    """#46: keyed by name, two trials were one run's two children, and a second `track` deleted one."""
+    records = [{"candidate": "small_cnn"}, {"candidate": "deep\x1b[31m_cnn"}, {"candidate": "small_cnn"},
+               {"candidate": "small\u202e_cnn"}, {"candidate": "small_cnn"}]
+    assert mapping.trial_keys(records) == ["small_cnn", "deep_cnn", "small_cnn (2)", "small_cnn (3)", "small_cnn (4)"]
+    assert mapping.run_name("\x1b]0;x\x07") == "(no printable name)"
+    assert mapping.trial_tags(records[2], "small_cnn (2)", [], "small_cnn (2)")["tfcompose.best"] == "true"
+    assert mapping.trial_tags(records[0], "small_cnn (2)", [])["tfcompose.best"] == "false"
+    assert mapping.trial_params({"candidate": "x", "hyperparameters": {"act\x1b[2J": "relu", "w/h:ratio=1": 2}}) == \
+        {"architecture": "x", "act": "relu", "w/h_ratio_1": "2"}

@@ -36,3 +36,39 @@ def test_a_hooks_environment_loses_the_secret_variables_and_any_holding_a_secret
     assert kept == {"PATH": "/usr/bin", "TFC_CLUSTER": "tfc"}
     plain = {"MLFLOW_TRACKING_URI": "http://127.0.0.1:5000", "PATH": "/usr/bin"}
     assert secrets.without_secrets(plain, "http://127.0.0.1:5000") == plain          # nothing secret: kept
+
+
+# Every form a credential takes in a tracking URI, with a password holding what urllib reads as the
+# start of a fragment, a path or a query, or refuses (#46: `#` and `/` in a password once left the
+# URI with no user part found, so nothing was masked, and MLflow's "Invalid url" quoted it whole).
+FORMS = [
+    ("https://alice:Kq7#Zxw-0001@mlflow.lab:5000/", "Kq7#Zxw-0001", "https://***@mlflow.lab:5000/"),
+    ("https://alice:Kq7/Zxw-0002@mlflow.lab:5000/", "Kq7/Zxw-0002", "https://***@mlflow.lab:5000/"),
+    ("https://alice:Kq7?Zxw-0003@mlflow.lab:5000/x", "Kq7?Zxw-0003", "https://***@mlflow.lab:5000/x"),
+    ("https://alice:Kq7@Zxw-0004@mlflow.lab:5000", "Kq7@Zxw-0004", "https://***@mlflow.lab:5000"),
+    ("https://alice:Kq7%zzZxw-0005@mlflow.lab:5000", "Kq7%zzZxw-0005", "https://***@mlflow.lab:5000"),
+    ("https://alice:Kq7%40Zxw-0006@mlflow.lab:5000", "Kq7@Zxw-0006", "https://***@mlflow.lab:5000"),   # written encoded
+    ("https://alice:Kq7:Zxw-0007@[::1]:5000/", "Kq7:Zxw-0007", "https://***@[::1]:5000/"),
+    ("https://alice:Kq7 Zxw-0008@mlflow.lab", "Kq7 Zxw-0008", "https://***@mlflow.lab"),
+    ("https://Kq7#Zxw-0009@mlflow.lab/", "Kq7#Zxw-0009", "https://***@mlflow.lab/"),            # a token as the user
+    ("https://mlflow.lab/?token=Kq7#Zx/w-0010", "Kq7#Zx/w-0010", "https://mlflow.lab/?***"),
+    ("https://mlflow.lab/p?a=1&token=Kq7;Zxw-0011#frag", "Kq7;Zxw-0011", "https://mlflow.lab/p?***"),
+    ("postgresql://u:Kq7/Zxw-0012@db.lab:5432/mlflow", "Kq7/Zxw-0012", "postgresql://***@db.lab:5432/mlflow"),
+    ("http://u:Kq7Zxw-0013@[::1:5000", "Kq7Zxw-0013", "http://***@[::1:5000"),                 # urllib refuses it
+]
+
+
+def test_every_form_of_credential_is_found_and_masked_whatever_characters_it_holds():
+    for uri, password, shown in FORMS:
+        found = secrets.secrets(uri, {})
+        assert secrets.shown(uri) == shown, uri
+        said = secrets.scrub(f"Invalid url: {uri}/api/2.0/mlflow; password {password}", found)
+        assert not any(part in said for part in ("Kq7", "Zx", password[-4:])), (uri, said)   # no piece of it either
+
+
+def test_a_secret_is_masked_in_all_this_process_prints_once_known():
+    from launcher import text
+    secrets.remember("https://alice:s3#cr/et-77@mlflow.lab")
+    assert text.printable("MLflow said: Invalid url https://alice:s3#cr/et-77@mlflow.lab/api") == \
+        "MLflow said: Invalid url ***/api"
+    assert text.printable("it was s3#cr\x1b[0m/et-77") == "it was ***"      # whole again once the escape is gone

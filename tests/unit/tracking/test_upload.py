@@ -81,3 +81,52 @@ def test_track_without_a_tracker_is_one_line_and_exit_2(tmp_path, monkeypatch, c
     err = capsys.readouterr().err
     assert "Received no tracker: MLFLOW_TRACKING_URI is not set and the run was never tracked" in err
     assert "Traceback" not in err and not (folder / "tracking.json").exists()
+
+
+def test_a_folder_that_is_no_run_is_refused_before_the_tracker_is_contacted(tmp_path):
+    """#46: `track runs/<cluster>` was taken as a run, and made an experiment with a FAILED parent."""
+    import os
+    folder = run_folder(tmp_path)
+    for not_a_run in (folder.parent, folder.parent.parent, tmp_path):
+        with pytest.raises(BadInput, match="a folder that is not a run"):
+            upload.check_run_folder(not_a_run)
+    os.replace(folder / "results.json", folder / "elsewhere.json")
+    os.mkfifo(folder / "results.json")
+    with pytest.raises(BadInput, match="results.json: Received a FIFO"):
+        upload.from_folder(folder)
+    (folder / "results.json").unlink()
+    (folder / "results.json").write_text(json.dumps({k: v for k, v in DOC.items() if k != "best"}))
+    with pytest.raises(BadInput, match="best: Received None"):      # once a KeyError, after the trials were sent
+        upload.check_run_folder(folder)
+
+
+class Recorder:
+    """What `_files` and `_model` ask of the tracker: each file sent, as it was read."""
+
+    def __init__(self):
+        self.sent = {}
+
+    def artifacts(self, run_id):
+        return {}
+
+    def upload(self, run_id, path, folder=None):
+        self.sent[path.name] = path.read_bytes()
+
+
+def test_only_the_run_folders_own_regular_files_are_sent_and_from_a_copy(tmp_path):
+    """MLflow opens what it is given by name: a FIFO would hold it, a link would send what it leads to."""
+    import os
+    folder = run_folder(tmp_path)
+    (tmp_path / "id_rsa").write_text("a private key")
+    (folder / "report.md").symlink_to(tmp_path / "id_rsa")
+    os.mkfifo(folder / "leaderboard.png")
+    (folder / "curves.png").write_bytes(b"\x89PNG curves")
+    tracker = Recorder()
+    upload._files(tracker, "parent", folder)
+    assert tracker.sent == {"results.json": (folder / "results.json").read_bytes(), "curves.png": b"\x89PNG curves"}
+    best = DOC["candidates"][0]
+    model = folder / "hosts" / "h1" / "mlflow_model"
+    model.mkdir(parents=True)
+    os.mkfifo(model / "MLmodel")
+    os.mkfifo(model.parent / "best_model.keras")
+    assert upload.model_folder(folder, DOC, best) is None          # read without waiting on either FIFO
