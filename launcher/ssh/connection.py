@@ -413,6 +413,8 @@ class Connection:
                 # after its first lines read as "workdir … is not writable"): whole once EOF came.
                 exited = exited or time.monotonic()
                 if channel.eof_received or channel.closed or time.monotonic() - exited > EOF_AFTER_EXIT_S:
+                    # What came with the EOF, after the look above found the buffers empty, is read too.
+                    self._drain_buffers(channel, on_output, err)
                     return channel.recv_exit_status()
             now = time.monotonic()
             last = now if moved else last
@@ -421,6 +423,15 @@ class Connection:
                 raise socket.timeout()
             if not moved:
                 channel.status_event.wait(0.02)
+
+    @staticmethod
+    def _drain_buffers(channel, on_output, err: bytearray) -> None:
+        """Whatever the channel holds already (nothing more will come: EOF, or the wait is over)."""
+        while channel.recv_ready():
+            on_output(channel.recv(65536))
+        while channel.recv_stderr_ready():
+            err.extend(channel.recv_stderr(65536))
+            del err[:-STDERR_KEPT]
 
     # --- files (transfer.py) -------------------------------------------------------------------
     @property

@@ -19,9 +19,10 @@ import os
 import secrets
 import threading
 from pathlib import Path
+from typing import Optional
 
 from launcher import docker_commands as dc, runfiles
-from launcher.errors import BadInput, RemoteError
+from launcher.errors import BadInput, RemoteError, TfcError, summary
 from launcher.files import PART
 from launcher.inventory.model import Cluster, Host
 from launcher.plan import Plan, make, named
@@ -91,6 +92,21 @@ def collect_into(group: Group, plan: Plan, runs_dir: Path, state: str = "unknown
     write_report(group, run_dir)
     tracking.after_collect(group.reporter, plan, plan.run, run_dir)     # with `tracking:`; a tracker down is a warning
     return run_dir
+
+
+def collect_earlier(group: Group, plan: Plan, earlier: str, runs_dir: Path) -> Optional[Path]:
+    """Before `up` starts a new run: the run the hosts were on, if it finished and was never
+    collected here (an `up` without --wait, perhaps watched meanwhile), into its own folder, so
+    that nothing of it (its results, the telemetry `watch` recorded) waits on the hosts unseen."""
+    if not earlier or earlier == plan.run or (Path(runs_dir) / plan.cluster.name / earlier / outcome.FILE).exists():
+        return None
+    group.reporter.warn(None, f"run {earlier} finished and was not collected: collecting it before the new run")
+    try:
+        return collect_into(group, named(plan, earlier), runs_dir, "finished")
+    except TfcError as exc:     # the new run goes ahead; `collect --run` can try again
+        group.reporter.warn(None, f"run {earlier} was not collected ({summary(exc)}); "
+                                  f"`tfcompose collect --run {earlier}` brings it back")
+        return None
 
 
 def write_report(group: Group, run_dir: Path) -> None:

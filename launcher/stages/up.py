@@ -1,7 +1,8 @@
 """`up`: the stages in order, on every host; all or nothing.
 
     dataset source → leases (or wait for them: --queue) → preflight (+ cluster rules) → image built
-    here → plan completed → the run chosen → each host's run folder claimed → image on the hosts →
+    here → plan completed → the run chosen (a finished one never collected: collected first) → each
+    host's run folder claimed → image on the hosts →
     dataset (sync, verify) → links (measured) → render → push → the run's keys → start
     [→ wait → collect → hooks → leases given back]
 
@@ -27,7 +28,7 @@ from launcher.image.on_host import ImageOutcome
 from launcher.inventory.model import Cluster
 from launcher.ssh.group import Group
 from launcher.stages import hooks, leases, links, preflight, push, render, start, wait
-from launcher.stages.collect import collect_into
+from launcher.stages.collect import collect_earlier, collect_into
 from launcher.tracking.outbox import live
 from launcher.telemetry.session import sampling
 
@@ -57,8 +58,11 @@ def up(cluster: Cluster, reporter=None, parallel: Optional[int] = None, wait_for
             shipment = image.prepare(group, base)
             plan = plan_mod.complete(base, found.nics, found.gpu_overrides, shipment.image_id if shipment else "",
                                      digest(source) if source else "")
-            run, how = runs.choose(plan.config_id, runs.host_run(facts[cluster.chief.name]), new_run)
+            earlier = runs.host_run(facts[cluster.chief.name])
+            run, how = runs.choose(plan.config_id, earlier, new_run)
             plan = plan_mod.named(plan, run)
+            if how == "new" and earlier.finished:
+                collect_earlier(group, plan, earlier.run, Path(runs_dir))
             leases.name_run(group, held, plan.run_id)
             push.claim(group, plan)
             images = image.provide(group, plan, shipment)

@@ -58,3 +58,32 @@ def test_the_output_that_comes_after_the_exit_status_is_read_to_its_end():
     out = bytearray()
     status = conn._drain(LateOutputChannel(b"docker=ok\n", b"workdir=ok\nend=ok\n"), out.extend, bytearray(), None)
     assert status == 0 and bytes(out) == b"docker=ok\nworkdir=ok\nend=ok\n"
+
+
+class DataWithEofChannel(LateOutputChannel):
+    """The last of the output and EOF arrive together, between the look at the buffers and the
+    look at EOF (the window that a loaded machine widens): the EOF must not hide that last data."""
+
+    def __init__(self, first: bytes, last: bytes):
+        super().__init__(first, last, polls_before_last=-1)
+        self._eof = False
+
+    @property
+    def eof_received(self) -> bool:
+        if not self._eof and not self.chunks:
+            self.chunks.append(self.late)
+            self._eof = True
+        return self._eof
+
+    @eof_received.setter
+    def eof_received(self, value: bool) -> None:
+        self._eof = value
+
+
+def test_output_that_arrives_with_the_eof_is_read_too():
+    from launcher.ssh.connection import Connection
+    from support.builders import host
+    conn = Connection(host("h0"), known_hosts=__file__)
+    out = bytearray()
+    status = conn._drain(DataWithEofChannel(b"first\n", b"last\n"), out.extend, bytearray(), None)
+    assert status == 0 and bytes(out) == b"first\nlast\n"

@@ -105,3 +105,16 @@ def test_nothing_is_pushed_or_started_when_a_stage_before_refuses(stages, refusi
         up_mod.up(cluster(2))
     assert "push" not in stages.seen and "start" not in stages.seen
     assert stages.seen[-1] == "leases.given_back_if_nothing_started"
+
+
+def test_a_finished_run_never_collected_is_collected_before_the_new_one_starts(stages, monkeypatch):
+    # The chief's bundle names a run that finished (its results say so): a new configuration's run,
+    # or the same one again, is new; the finished one is brought back first, nothing of it left unseen.
+    facts = {"h0": {"run": "20261125-140233-3f2a1b2c", "run_config": "3f2a1b2c4d5e", "run_finished": "1"}, "h1": {}}
+    monkeypatch.setattr(up_mod.preflight, "check_cluster", lambda *a: (facts, SimpleNamespace(nics={}, gpu_overrides={})))
+    earlier = []
+    monkeypatch.setattr(up_mod, "collect_earlier", lambda group, plan, run, runs: (earlier.append((run, plan.run)),
+                                                                                   stages.seen.append("collect.earlier")))
+    summary = up_mod.up(cluster(2))
+    assert summary.how == "new" and earlier == [("20261125-140233-3f2a1b2c", summary.run_id)]
+    assert stages.seen.index("collect.earlier") < stages.seen.index("push.claim")
