@@ -44,9 +44,10 @@ class HostStatus:
     hardware_line: str = ""           # the same as one line, or why there is none
 
 
-def containers(conn, cluster: str, host: str) -> list[dict]:
-    """`docker inspect` of this host's containers of the cluster (any run, any state), checked."""
-    out = conn.run(dc.inspect_cluster_containers(cluster, host)).stdout
+def containers(conn, cluster: str, host: str, timeout: Optional[float] = None) -> list[dict]:
+    """`docker inspect` of this host's containers of the cluster (any run, any state), checked;
+    within `timeout` s (default: the connection's command timeout)."""
+    out = conn.run(dc.inspect_cluster_containers(cluster, host), **_bound(timeout)).stdout
     try:
         found = json.loads(out or "[]")
     except ValueError:
@@ -104,8 +105,12 @@ def run_label(container: dict) -> str:
     return value if isinstance(value, str) and RUN_ID_RE.match(value) else ""
 
 
-def host_status(host: Host, conn, cluster: str, with_line: bool = True) -> HostStatus:
-    found = containers(conn, cluster, host.name)
+def _bound(timeout: Optional[float]) -> dict:
+    return {} if timeout is None else {"timeout": timeout}
+
+
+def host_status(host: Host, conn, cluster: str, with_line: bool = True, timeout: Optional[float] = None) -> HostStatus:
+    found = containers(conn, cluster, host.name, timeout)
     if not found:
         return HostStatus(host.name, "absent")
     top = newest(found)
@@ -115,7 +120,7 @@ def host_status(host: Host, conn, cluster: str, with_line: bool = True) -> HostS
     status = HostStatus(host.name, printable(str(st.get("Status", "unknown")))[:20], exit_code, restarts, _uptime(st),
                         run_label(top), container=top["Id"][:12], finished_at=str(st.get("FinishedAt", "")))
     if with_line:
-        tail = conn.run(dc.container_logs(status.container, tail=60), check=False).stdout
+        tail = conn.run(dc.container_logs(status.container, tail=60), check=False, **_bound(timeout)).stdout
         lines = [printable(line).strip() for line in tail.splitlines() if line.strip()]
         status.last_line = next((line for line in reversed(lines) if any(m in line for m in PROGRESS_MARKERS)), "")
         status.tail_line = lines[-1][:200] if lines else ""
