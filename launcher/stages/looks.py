@@ -5,7 +5,8 @@ others' looks nor what the loop decides for them, and the time since each host l
 kept, so that silence is measured, not guessed from one command's timeout.
 
 A host's look still under way from an earlier round is not asked again (one thread per host at
-most); it ends by its own bound (`timeout_s`), and its answer counts from the round that finds it.
+most) nor waited for: it ends by its own bound (`timeout_s`), and its answer counts from the round
+that finds it. So while a host is silent the loop goes on at its own pace.
 """
 from __future__ import annotations
 
@@ -67,13 +68,10 @@ class Looks:
         """Every host's look, in inventory order: a fresh answer, or (not answering, or not within
         wait_s) `unreachable` saying for how long it has been silent."""
         hosts = self.group.cluster.hosts
-        for host in hosts:
-            self._start(host)
+        started = [t for t in (self._start(host) for host in hosts) if t is not None]
         deadline = self._clock() + self.wait_s
-        for host in hosts:
-            thread = self._flight.get(host.name)
-            if thread is not None:
-                thread.join(max(0.0, deadline - self._clock()))
+        for thread in started:
+            thread.join(max(0.0, deadline - self._clock()))
         with self._lock:
             ended, self._ended = self._ended, {}
         return {h.name: ended.get(h.name) or self._silent(h.name) for h in hosts}
@@ -82,13 +80,15 @@ class Looks:
         """Seconds since the host last answered (since `since` if it never did)."""
         return self._clock() - self.answered_at.get(host, since)
 
-    def _start(self, host: Host) -> None:
+    def _start(self, host: Host) -> Optional[threading.Thread]:
+        """A new look at the host, unless one is still under way (then None)."""
         running = self._flight.get(host.name)
         if running is not None and running.is_alive():
-            return
+            return None
         thread = threading.Thread(target=self._one, args=(host,), name=f"tfcompose-look-{host.name}", daemon=True)
         self._flight[host.name] = thread
         thread.start()
+        return thread
 
     def _one(self, host: Host) -> None:
         try:

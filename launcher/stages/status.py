@@ -37,6 +37,7 @@ class HostStatus:
     error: str = ""
     finished_at: str = ""      # Docker's FinishedAt (ISO 8601), to find who failed first
     tail_line: str = ""        # the last line of output, whatever it says (for `run:` programs)
+    error_line: str = ""       # the program's own error line, when the image's runner said one (trainer/runner.py)
     leases: list = field(default_factory=list)   # `status` only: every lease on the host (leases.LeaseView)
     waiting: list = field(default_factory=list)  # `up --queue`s waiting there, oldest first
     lease_notes: list = field(default_factory=list)   # what of the lease folder was ignored, or why it was not read
@@ -124,7 +125,14 @@ def host_status(host: Host, conn, cluster: str, with_line: bool = True, timeout:
         lines = [printable(line).strip() for line in tail.splitlines() if line.strip()]
         status.last_line = next((line for line in reversed(lines) if any(m in line for m in PROGRESS_MARKERS)), "")
         status.tail_line = lines[-1][:200] if lines else ""
+        status.error_line = program_error(lines)
     return status
+
+
+def program_error(lines: list[str]) -> str:
+    """The program's own error line from the runner's last word on it in a log, or ""."""
+    from trainer.runner import failure_of
+    return next((found for line in reversed(lines) if (found := failure_of(line))), "")[:300]
 
 
 def _uptime(state: dict) -> Optional[float]:

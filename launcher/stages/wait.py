@@ -25,7 +25,7 @@ from launcher.plan import Plan
 from launcher.ssh.group import Group
 from launcher.stages.down import stop_all
 from launcher.stages.looks import Look, Looks, host_progress
-from launcher.stages.status import HostStatus
+from launcher.stages.status import HostStatus, program_error
 from launcher.text import clock, printable
 from trainer.progress import Progress, SearchProgress
 
@@ -237,6 +237,8 @@ def show(group: Group, plan: Plan, found: dict[str, Look], elapsed: float) -> No
         detail = f"exit {st.exit_code}" if st.state == "exited" else st.error
         if plan.cluster.spec.run is not None and st.state == "running":
             detail = f"{clock(elapsed)} since the start; last line: {st.tail_line}"
+        elif st.error_line and st.state in ("exited", "restarting"):      # the program's own words, not its tail
+            detail = f"exit {st.exit_code}: {st.error_line}"
         restarts = f"restarts {st.restarts}" if st.restarts else ""
         group.reporter.stage(name, st.state, f"{detail} ({restarts})" if detail and restarts else detail or restarts)
         if look.progress is not None:
@@ -277,8 +279,10 @@ def fail_fast(group: Group, failures: list[HostStatus], states: list, act: bool 
     if act:
         stop_all(group)
     detail = f"exit code {failed.exit_code}" if failed.state == "exited" else failed.state
+    error = program_error([printable(line) for line in tail.splitlines()]) or failed.error_line
     then = "".join(f", then {f.host} (exit code {f.exit_code})" for f in failures[1:])
-    return RunOutcome(True, f"{failed.host} failed ({detail}, after {failed.restarts} restart(s)){then}; "
+    return RunOutcome(True, f"{failed.host} failed ({detail}, after {failed.restarts} restart(s))"
+                            + (f": {error}" if error else "") + f"{then}; "
                             + ("stopped every container of the cluster" if act else "the others were left running")
                             + resume_hint(plan) + f". Last lines of {failed.host}'s log:\n  "
                             + "\n  ".join(last_lines(tail)), states)
@@ -300,5 +304,5 @@ def last_lines(log: str, n: int = 10) -> list[str]:
     lines = [printable(line) for line in log.splitlines()
              if line.strip() and not line.startswith(("I0000", "W0000", "E0000"))]
     last = lines[-n:]
-    said = [line for line in lines[:-n] if line.startswith("tfcompose trainer:")][-3:]
+    said = [line for line in lines[:-n] if line.startswith(("tfcompose trainer:", "tfcompose runner:"))][-3:]
     return said + last

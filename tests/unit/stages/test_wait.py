@@ -101,3 +101,25 @@ def test_a_restarting_host_reads_as_one_parenthesis():
     wait.show(SimpleNamespace(reporter=reporter), plan_mod.make(cluster(1)),
               {"h0": Look(HostStatus("h0", "restarting", None, 1))}, 0.0)
     assert reporter.events == [("h0", "restarting", "restarts 1")]
+
+
+def test_a_program_that_failed_twice_alike_at_its_start_ends_the_wait_and_shows_its_own_error_line():
+    """#47: Docker restarted a `run:` program into the same exception until its restarts were used
+    up, and the live view showed the tail of a printed tensor, not the error."""
+    from types import SimpleNamespace
+    from launcher.reporter import RecordingReporter
+    from launcher.stages.looks import Look
+    from launcher.stages.status import program_error
+    from trainer import runner
+    assert wait.final_failure(st("a", "restarting", runner.REPEATED, restarts=1), retries=5)    # not restarted again
+    assert not wait.final_failure(st("a", "restarting", 1, restarts=1), retries=5)
+    log = ["  0: <tf.Tensor: shape=(16,), dtype=float32, numpy=array([0.1, 0.2], dtype=float32)>}",
+           runner.failed_line(1, 14.0, "ValueError: Attempt to convert a value (PerReplica:{"),
+           "  1: <tf.Tensor: shape=(16,)>}) with an unsupported type"]
+    assert program_error(log) == "ValueError: Attempt to convert a value (PerReplica:{"
+    reporter = RecordingReporter()
+    plan = plan_mod.make(cluster(1, run={"command": ["python", "train.py"], "code_dir": "."}))
+    failed = HostStatus("h0", "restarting", 1, 1, tail_line=log[-1], error_line=program_error(log))
+    wait.show(SimpleNamespace(reporter=reporter), plan, {"h0": Look(failed)}, 20.0)
+    assert reporter.events == [("h0", "restarting", "exit 1: ValueError: Attempt to convert a value (PerReplica:{ "
+                                                    "(restarts 1)")]
