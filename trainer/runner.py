@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Optional
 
 REPEATED = 3                     # exit code: the program failed twice alike at its start; not run again
-START_S = 120.0                  # "at its start": within this long of starting (TensorFlow's import, the cluster, the first step)
+START_S = 300.0                  # "at its start": within this long of starting (TensorFlow's import, CUDA, the cluster, the first step)
 STATE = Path("/tmp/.tfcompose-starts.json")
 PREFIX = "tfcompose runner:"
 FAILED = f"{PREFIX} the program failed"

@@ -278,7 +278,7 @@ def fail_fast(group: Group, failures: list[HostStatus], states: list, act: bool 
             tail = f"(its log could not be read: {summary(exc)})"
     if act:
         stop_all(group)
-    detail = f"exit code {failed.exit_code}" if failed.state == "exited" else failed.state
+    detail = f"exit code {failed.exit_code}" if failed.exit_code not in (None, 0) else failed.state
     error = program_error([printable(line) for line in tail.splitlines()]) or failed.error_line
     then = "".join(f", then {f.host} (exit code {f.exit_code})" for f in failures[1:])
     return RunOutcome(True, f"{failed.host} failed ({detail}, after {failed.restarts} restart(s))"
