@@ -1,5 +1,8 @@
 #!/bin/sh
-# Run the command as the owner of the results folder, so users can delete what it writes.
+# Run the command as the owner of the results folder, so users can delete what it writes, under
+# trainer/runner.py: tf.keras as tf_keras for your own program too (unless its environment sets
+# TF_USE_LEGACY_KERAS), its own error line said when it fails, and not started again after it
+# failed twice alike at its start (a restart would only repeat a deterministic exception).
 # The owner is TFC_OWNER (uid:gid), else the owner of TFC_OWNER_OF (a cluster host's pushed
 # train.yaml, owned by the SSH user), else of the results folder's parent (the simulation
 # mounts the repository's runs/ there).
@@ -17,6 +20,6 @@ if [ "$(id -u)" = 0 ] && [ "$owner" != "0:0" ]; then
   mkdir -p "$results"
   chown "$owner" "$results"
   export HOME=/tmp
-  exec setpriv --reuid="${owner%%:*}" --regid="${owner##*:}" --clear-groups "$@"
+  exec setpriv --reuid="${owner%%:*}" --regid="${owner##*:}" --clear-groups python3 -m trainer.runner "$@"
 fi
-exec "$@"
+exec python3 -m trainer.runner "$@"

@@ -127,7 +127,7 @@ def measured(plan: Plan, link_mbit_s: Optional[float]) -> Plan:
 # Where a run is tracked is not what the hosts run either (and its URI may hold a token): only
 # whether the trainer writes its best model in MLflow format counts, and only when it does. What the
 # launcher samples while it watches (telemetry) is not what runs either.
-NOT_IN_CONFIG = {"image_relay": True, "telemetry": True, "bootstrap": True, "ssh": {"proxy_jump"}, "defaults": {"lease_dir"},
+NOT_IN_CONFIG = {"image_relay": True, "telemetry": True, "bootstrap": True, "ssh": {"proxy_jump", "lost_after_s"}, "defaults": {"lease_dir"},
                  "hosts": {"__all__": {"proxy_jump", "lease_dir"}}, "tracking": True}
 HOST_NOT_IN_CONFIG = ("jumps", "proxy_command", "lease_dir")   # left out, so an id made before they existed holds
 

@@ -169,7 +169,8 @@ def cluster_env(sshd_farm, tmp_path, trainer_image):
         sshd_farm.known_hosts()
         name = f"t{uuid.uuid4().hex[:8]}"
         made.append(name)
-        path = write_inventory(sshd_farm, tmp_path / f"{name}.yaml", name, hosts, train=train, image=trainer_image, **kw)
+        kw.setdefault("image", trainer_image)
+        path = write_inventory(sshd_farm, tmp_path / f"{name}.yaml", name, hosts, train=train, **kw)
         return name, path, hosts
 
     yield make

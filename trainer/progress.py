@@ -58,6 +58,9 @@ class Progress:
     # the chief of a sync search a study drives: Study.counts() and the epochs a trial is expected to train
     search: dict = field(default_factory=dict)
     scope: str = "search"
+    # beside each of `recent`: [when that epoch ended, when its trial started] (UTC unix seconds, the
+    # worker's clock), for a tracker's times; a document from before it has none
+    epoch_times: list = field(default_factory=list)
 
     @property
     def fraction(self) -> float:
@@ -93,11 +96,12 @@ def parse(text: str) -> Optional[Progress]:
         doc = json.loads(text)
         if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
             return None
-        values = {f.name: doc[f.name] for f in fields(Progress)}
+        values = {f.name: doc[f.name] if f.name not in OPTIONAL else doc.get(f.name, OPTIONAL[f.name])
+                  for f in fields(Progress)}
         if not all(_typed(values[f.name], f.type) for f in fields(Progress)):
             return None
         if not all(_epoch_entry(e) for e in values["recent"]) or not _search_summary(values["search"]) \
-                or values["scope"] not in ("search", "host"):
+                or values["scope"] not in ("search", "host") or not _epoch_times(values["epoch_times"], values["recent"]):
             return None
         return Progress(**values)
     except (ValueError, KeyError, TypeError, RecursionError):
@@ -105,6 +109,14 @@ def parse(text: str) -> Optional[Progress]:
 
 
 ENTRY = (int, str, int, int, float, float, float, float, float)
+OPTIONAL = {"epoch_times": []}       # fields a document written before them lacks
+
+
+def _epoch_times(times, recent: list) -> bool:
+    """Empty, or one [ended, started] pair of times for each of `recent`."""
+    return times == [] or (len(times) == len(recent) and all(
+        isinstance(t, list) and len(t) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                    and _sane(v) and v >= 0 for v in t) for t in times))
 LARGEST = 1e12      # no count, time or rate the trainer writes comes near it
 KINDS = {"str": str, "int": int, "float": (int, float), "bool": bool, "list": list, "dict": dict}
 
@@ -258,18 +270,22 @@ class Tracker:
         self.scope = "search" if trials else "host"
         self.epoch_seconds: list[float] = []
         self.recent: list[list] = []
+        self.times: list[list] = []  # beside `recent`: [epoch ended, trial started]
         self.search: dict = {}       # the chief's view of a sync search a study drives (Study.counts)
 
     def epoch_done(self, trial_index: int, trial: str, epoch: int, epochs: int, seconds: float,
-                   images_per_second: float, logs: dict) -> None:
+                   images_per_second: float, logs: dict, times: Optional[tuple[float, float]] = None) -> None:
+        """`times`: when the epoch ended and when its trial started (UTC unix seconds; default now, now)."""
         self.epoch_seconds.append(seconds)
         clean = {k: (v if math.isfinite(v) else -1.0) for k, v in logs.items()}
         metrics = [clean["loss"], clean["accuracy"], clean["val_loss"], clean["val_accuracy"]]
         self.recent = (self.recent + [[trial_index, trial, epoch, epochs, *metrics, round(images_per_second, 1)]])[-RECENT:]
+        now = time.time()
+        self.times = (self.times + [list(times or (now, now))])[-RECENT:]
         _write(self.path, asdict(Progress(self.task, trial_index, self.trials, trial, epoch, epochs,
                                           sum(self.epoch_seconds) / len(self.epoch_seconds), round(images_per_second, 1),
-                                          *metrics, self.restarts, time.time(), recent=self.recent, search=self.search,
-                                          scope=self.scope)))
+                                          *metrics, self.restarts, now, recent=self.recent, search=self.search,
+                                          scope=self.scope, epoch_times=self.times)))
 
     def finished(self) -> None:
         if self.path.exists():

@@ -36,7 +36,10 @@ class EpochProgress(tf.keras.callbacks.Callback):
     """One line per epoch (candidate, epoch, loss, accuracy, training images/s); the chief also keeps the CSV.
 
     Images/s counts the training steps only: validation and the end-of-epoch backup are timed apart
-    (`epoch_seconds` holds whole epochs), so the figure compares across cluster sizes.
+    (`epoch_seconds` holds whole epochs), so the figure compares across cluster sizes. Each epoch's
+    end is kept too (`ended_at`, UTC unix seconds: the CSV's last column, and the progress file's),
+    so a tracker shows every figure at the time it was reached; `started_at`, the trial's start,
+    is set before fit begins.
     """
 
     def __init__(self, candidate: str, task: str, images: int, epochs: int, log, csv_path: Optional[Path],
@@ -48,6 +51,7 @@ class EpochProgress(tf.keras.callbacks.Callback):
         self.train_seconds: list[float] = []
         self.first_epoch: Optional[int] = None
         self._train_end: Optional[float] = None
+        self.started_at = time.time()
 
     def on_epoch_begin(self, epoch, logs=None):
         if self.first_epoch is None:
@@ -67,12 +71,14 @@ class EpochProgress(tf.keras.callbacks.Callback):
         self.log(f"[{self.task}] {self.candidate} epoch {epoch + 1}/{self.epochs} "
                  + " ".join(f"{k}={v:.4f}" for k, v in logs.items())
                  + f" {self.images / max(self.train_seconds[-1], 1e-9):.0f} img/s")
+        ended_at = round(time.time(), 3)
         if self.csv_path:
             with self.csv_path.open("a", newline="") as fh:
-                csv.writer(fh).writerow([epoch + 1, *(f"{logs[k]:.6g}" for k in METRICS)])
+                csv.writer(fh).writerow([epoch + 1, *(f"{logs[k]:.6g}" for k in METRICS), f"{ended_at:.3f}"])
         if self.tracker:
             self.tracker.epoch_done(self.trial_index, self.candidate, epoch + 1, self.epochs, self.epoch_seconds[-1],
-                                    self.images / max(self.train_seconds[-1], 1e-9), logs)
+                                    self.images / max(self.train_seconds[-1], 1e-9), logs,
+                                    times=(ended_at, round(self.started_at, 3)))
 
     def _keep_csv_rows_before(self, epoch: int) -> None:
         """A resumed candidate keeps the epochs it had finished; a fresh one starts a new file."""
@@ -82,7 +88,7 @@ class EpochProgress(tf.keras.callbacks.Callback):
         rows = list(csv.reader(self.csv_path.open())) if self.csv_path.exists() and epoch > 0 else []
         kept = [r for r in rows[1:] if r and int(r[0]) <= epoch]
         with self.csv_path.open("w", newline="") as fh:
-            csv.writer(fh).writerows([["epoch", *METRICS], *kept])
+            csv.writer(fh).writerows([["epoch", *METRICS, "ended_at"], *kept])
 
 
 class FirstStepLog(tf.keras.callbacks.Callback):
@@ -215,7 +221,7 @@ def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str,
         progress = EpochProgress(trial.name, task, data.train_count, epochs, log, out / history if chief else None,
                                  *tracking)
         callbacks = trial_callbacks(trial, cfg, strategy, backups, out, progress, extra)
-        started = time.monotonic()
+        started, progress.started_at = time.monotonic(), time.time()
         model.fit(train, validation_data=val, epochs=epochs, callbacks=callbacks, verbose=0)
         train_seconds = time.monotonic() - started
         scores = model.evaluate(val, verbose=0, return_dict=True)
@@ -230,7 +236,7 @@ def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str,
         "images_per_second": round(data.train_count * epochs_run / max(sum(progress.train_seconds), 1e-9), 1),
         "epochs": epochs, "epochs_run": epochs_run, "resumed_from_epoch": resumed,
         "stopped_early": resumed + epochs_run < epochs, "params": int(model.count_params()), "history": history,
-        "started_at": round(time.time() - (time.monotonic() - started), 3), "ended_at": round(time.time(), 3),
+        "started_at": round(progress.started_at, 3), "ended_at": round(time.time(), 3),
         **({"allreduce": wire} if cfg.allreduce != AllreduceConfig() else {}),   # a file from before keeps its fields
         # Every worker runs it, the chief keeps it: reading batch normalisation's moving statistics
         # (sync-on-read variables) is an all-reduce under MWMS, so one worker alone would hang or

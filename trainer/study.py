@@ -438,7 +438,8 @@ class Study:
                 "epochs": space.max_epochs(self.cfg), "epochs_run": len(curve), "curve": curve,
                 "state": {"FAIL": "failed", "RUNNING": "running", "WAITING": "waiting"}.get(frozen.state.name, "failed"),
                 "hyperparameters": ({"learning_rate": trial.learning_rate, "batch_per_replica": trial.batch_per_replica,
-                                     **trial.hyperparameters} if trial else {})}
+                                     **trial.hyperparameters} if trial else {}),
+                **_times(frozen)}
 
     def trials(self) -> list:
         return self._counted(deepcopy=True)
@@ -464,6 +465,17 @@ class Study:
         candidate = frozen.params["candidate"]
         values = {d.name: frozen.params[_key(candidate, d.name)] for d in space.dimensions(self.cfg, candidate)}
         return Trial.of(frozen.user_attrs[NAME], candidate, values, number=frozen.number, seq=frozen.user_attrs.get(SEQ, 0))
+
+
+def _times(frozen) -> dict:
+    """A trial that never sent its figures (its host lost, its builder refused): from when it was
+    handed out to when the study ended it (Optuna's own record, this machine's clock), as UTC unix
+    seconds like a finished trial's started_at and ended_at."""
+    out = {}
+    for key, when in (("started_at", frozen.datetime_start), ("ended_at", frozen.datetime_complete)):
+        if when is not None:
+            out[key] = round(when.timestamp(), 3)       # Optuna's datetimes are naive local times
+    return out
 
 
 def _draw(rng: random.Random, spec):

@@ -136,10 +136,18 @@ def _parallel_checks(cluster: Cluster) -> list[Problem]:
     if train is None or train.search.mode != "parallel" or space.problems(train):
         return []           # what is wrong with the space itself is _search_checks' to say
     count = train.search.trials or space.grid_size(train)
+    problems = []
     if count < len(cluster.hosts):
-        return [Problem(("train", "search", "mode"), f"Received 'parallel' with {count} trial(s) for {len(cluster.hosts)} hosts",
-                        "at least one trial per host (add candidates, learning_rates, batch sizes, or trials)")]
-    return []
+        problems.append(Problem(("train", "search", "mode"), f"Received 'parallel' with {count} trial(s) for "
+                                f"{len(cluster.hosts)} hosts", "at least one trial per host (add candidates, "
+                                "learning_rates, batch sizes, or trials)"))
+    ssh = cluster.spec.ssh
+    if ssh.lost_after_s >= train.search.lost_after_s:      # the launcher must tell the queue before it finds out alone
+        problems.append(Problem(("ssh", "lost_after_s"), f"Received {ssh.lost_after_s:g}, not less than "
+                                f"train.search.lost_after_s ({train.search.lost_after_s:g})",
+                                "fewer seconds than the trial queue's own timeout, so that a silent host's trial is "
+                                "handed on by the launcher first"))
+    return problems
 
 
 def _run_checks(cluster: Cluster) -> list[Problem]:

@@ -107,6 +107,9 @@ class SSHSettings(_Strict):
     connect_timeout_s: float = field(10.0, expected="a number of seconds 1–300", ge=1, le=300)
     # Seconds any one remote command may take (a wedged dockerd is reported, not waited on forever).
     command_timeout_s: float = field(120.0, expected="a number of seconds 2–3600", ge=2, le=3600)
+    # While `up --wait` and `watch` run: a host that has not answered for this long is lost (in a
+    # parallel search its trial goes to another host at once; in sync mode the run stops).
+    lost_after_s: float = field(30.0, expected="a number of seconds 5–3600", ge=5, le=3600)
 
 
 class Defaults(_Strict):

@@ -12,6 +12,7 @@ import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import matplotlib
 
@@ -268,14 +269,34 @@ def write_report(folder: str | Path) -> Report:
     return Report(folder, [folder / "report.md", *pictures], rows, doc)
 
 
-def write_outcome_only(folder: str | Path) -> Path:
-    """report.md of a run that left no results.json: how it ended (outcome.json) and where its logs are."""
+@dataclass(frozen=True)
+class ProgramFiles:
+    """What a `run:` program left in its results folder on the chief (collect counts them)."""
+    results_dir: str          # the folder inside the container: run.results_dir, given as TFC_RESULTS_DIR
+    files: int
+
+
+def nothing_written(program: ProgramFiles) -> str:
+    """Where a script's files must go, said when it wrote none there."""
+    return (f"your program wrote nothing to its results folder: only what the chief (TFC_IS_CHIEF=1) writes to "
+            f"$TFC_RESULTS_DIR ({program.results_dir}, the inventory's run.results_dir) comes back; what it saves "
+            "anywhere else in the container (a model under /tmp) is gone with the container")
+
+
+def write_outcome_only(folder: str | Path, program: Optional[ProgramFiles] = None) -> Path:
+    """report.md of a run that left no results.json: how it ended (outcome.json) and where its logs
+    are; for a `run:` program, what it left and, when nothing, where its files must go."""
     from launcher.results import outcome
     folder = Path(folder)
     made = outcome.read(folder)
     state = made.state if made else "unknown"
-    lines = [f"# Run {made.run if made else folder.name}", "",
-             f"**This run {'failed' if state == 'failed' else 'has no results yet' if state == 'running' else 'left no results'}.**"
-             + (f" {made.message}" if made and made.message else ""), "",
-             "Every host's log is in `logs/`."]
+    if program is not None and state != "running":
+        said = (f"Your program wrote {program.files} file(s) to its results folder ({program.results_dir}); they "
+                "are in this folder." if program.files else f"Note: {nothing_written(program)}.")
+        head = f"**This run {'failed' if state == 'failed' else 'ran your program'}.**"
+    else:
+        said = ""
+        head = f"**This run {'failed' if state == 'failed' else 'has no results yet' if state == 'running' else 'left no results'}.**"
+    lines = [f"# Run {made.run if made else folder.name}", "", head + (f" {made.message}" if made and made.message else ""),
+             "", *([said, ""] if said else []), "Every host's log is in `logs/`."]
     return runfiles.write_bytes(folder, "report.md", ("\n".join(lines) + "\n").encode())

@@ -73,10 +73,12 @@ def collect_into(group: Group, plan: Plan, runs_dir: Path, state: str = "unknown
     run_dir = runfiles.make_folder(Path(runs_dir), Path(cluster.name) / plan.run)     # beneath it, real folders
     for host in cluster.hosts:
         group.reporter.stage(host.name, "collect")
+    program = None
     if plan.parallel:
         gather_parallel(group, plan, run_dir)
     else:
-        fetch_results(group, cluster.chief, run_dir, plan)
+        copied = fetch_results(group, cluster.chief, run_dir, plan)
+        program = program_files(plan, copied)
     logs = group.run("collect", lambda h, c: fetch_log(h, c, cluster.name, run_dir, plan.run, strict))
     for name, exc in list(logs.failed.items()):
         if isinstance(exc, NoLogOfRun):        # an older run whose containers are gone: its results still come
@@ -89,7 +91,7 @@ def collect_into(group: Group, plan: Plan, runs_dir: Path, state: str = "unknown
     point_latest(group, run_dir)
     for problem in assemble(run_dir, [h.name for h in cluster.hosts]):     # telemetry/<host>.csv, per-trial figures
         group.reporter.warn(None, problem)
-    write_report(group, run_dir)
+    write_report(group, run_dir, program)
     tracking.after_collect(group.reporter, plan, plan.run, run_dir)     # with `tracking:`; a tracker down is a warning
     return run_dir
 
@@ -109,33 +111,51 @@ def collect_earlier(group: Group, plan: Plan, earlier: str, runs_dir: Path) -> O
         return None
 
 
-def write_report(group: Group, run_dir: Path) -> None:
-    """report.md and its pictures; for a run that left no results, report.md says how it ended."""
+def program_files(plan: Plan, copied) -> "report.ProgramFiles | None":
+    """A `run:` program's results as collected: how many files it left in its results folder, and
+    where that folder is (None for the built-in trainer, or when the chief's folder was not read)."""
     from launcher.results import report
+    user = plan.cluster.spec.run
+    if user is None or copied is None:
+        return None
+    return report.ProgramFiles(user.results_dir, len(copied.files))
+
+
+def write_report(group: Group, run_dir: Path, program=None) -> None:
+    """report.md and its pictures; for a run that left no results, report.md says how it ended (a
+    `run:` program that wrote nothing where it should have: where its files must go)."""
+    from launcher.results import report
+    if program is not None and program.files == 0:
+        group.reporter.warn(plan_chief(group), report.nothing_written(program))
     try:
         try:
             report.write_report(run_dir)
         except results.ResultsError as exc:
             if runfiles.found(run_dir, runfiles.RESULTS) is not None:
                 group.reporter.warn(None, f"no report: {exc}")
-            report.write_outcome_only(run_dir)
+            report.write_outcome_only(run_dir, program)
     except runfiles.RunFileError as exc:         # a folder where report.md belongs: the run is collected all the same
         group.reporter.warn(None, f"no report: {exc.line}")
 
 
-def fetch_results(group: Group, host: Host, run_dir: Path, plan: Plan, into: str = "") -> bool:
-    """The host's results folder of this run into run_dir/into (the run folder itself, or hosts/<host>)."""
+def plan_chief(group: Group) -> str:
+    return group.cluster.chief.name
+
+
+def fetch_results(group: Group, host: Host, run_dir: Path, plan: Plan, into: str = "") -> "transfer.TreeCopy | None":
+    """The host's results folder of this run into run_dir/into (the run folder itself, or hosts/<host>):
+    what was copied, or None when it could not be read."""
     try:
         copy = transfer.get_tree(group.conn(host), f"{plan.run_dir(host)}/results", run_dir / into, root=run_dir)
     except RemoteError as exc:
         group.reporter.warn(host.name, f"no results collected: {exc.reason}")
-        return False
+        return None
     except runfiles.RunFileError as exc:
         group.reporter.warn(host.name, f"no results collected: {exc.line}")
-        return False
+        return None
     for why in copy.skipped:
         group.reporter.warn(host.name, f"left behind: {why}")
-    return True
+    return copy
 
 
 class NoLogOfRun(RemoteError):

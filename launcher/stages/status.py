@@ -37,6 +37,7 @@ class HostStatus:
     error: str = ""
     finished_at: str = ""      # Docker's FinishedAt (ISO 8601), to find who failed first
     tail_line: str = ""        # the last line of output, whatever it says (for `run:` programs)
+    error_line: str = ""       # the program's own error line, when the image's runner said one (trainer/runner.py)
     leases: list = field(default_factory=list)   # `status` only: every lease on the host (leases.LeaseView)
     waiting: list = field(default_factory=list)  # `up --queue`s waiting there, oldest first
     lease_notes: list = field(default_factory=list)   # what of the lease folder was ignored, or why it was not read
@@ -44,9 +45,10 @@ class HostStatus:
     hardware_line: str = ""           # the same as one line, or why there is none
 
 
-def containers(conn, cluster: str, host: str) -> list[dict]:
-    """`docker inspect` of this host's containers of the cluster (any run, any state), checked."""
-    out = conn.run(dc.inspect_cluster_containers(cluster, host)).stdout
+def containers(conn, cluster: str, host: str, timeout: Optional[float] = None) -> list[dict]:
+    """`docker inspect` of this host's containers of the cluster (any run, any state), checked;
+    within `timeout` s (default: the connection's command timeout)."""
+    out = conn.run(dc.inspect_cluster_containers(cluster, host), **_bound(timeout)).stdout
     try:
         found = json.loads(out or "[]")
     except ValueError:
@@ -104,8 +106,12 @@ def run_label(container: dict) -> str:
     return value if isinstance(value, str) and RUN_ID_RE.match(value) else ""
 
 
-def host_status(host: Host, conn, cluster: str, with_line: bool = True) -> HostStatus:
-    found = containers(conn, cluster, host.name)
+def _bound(timeout: Optional[float]) -> dict:
+    return {} if timeout is None else {"timeout": timeout}
+
+
+def host_status(host: Host, conn, cluster: str, with_line: bool = True, timeout: Optional[float] = None) -> HostStatus:
+    found = containers(conn, cluster, host.name, timeout)
     if not found:
         return HostStatus(host.name, "absent")
     top = newest(found)
@@ -115,11 +121,18 @@ def host_status(host: Host, conn, cluster: str, with_line: bool = True) -> HostS
     status = HostStatus(host.name, printable(str(st.get("Status", "unknown")))[:20], exit_code, restarts, _uptime(st),
                         run_label(top), container=top["Id"][:12], finished_at=str(st.get("FinishedAt", "")))
     if with_line:
-        tail = conn.run(dc.container_logs(status.container, tail=60), check=False).stdout
+        tail = conn.run(dc.container_logs(status.container, tail=60), check=False, **_bound(timeout)).stdout
         lines = [printable(line).strip() for line in tail.splitlines() if line.strip()]
         status.last_line = next((line for line in reversed(lines) if any(m in line for m in PROGRESS_MARKERS)), "")
         status.tail_line = lines[-1][:200] if lines else ""
+        status.error_line = program_error(lines)
     return status
+
+
+def program_error(lines: list[str]) -> str:
+    """The program's own error line from the runner's last word on it in a log, or ""."""
+    from trainer.runner import failure_of
+    return next((found for line in reversed(lines) if (found := failure_of(line))), "")[:300]
 
 
 def _uptime(state: dict) -> Optional[float]:

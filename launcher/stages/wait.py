@@ -2,13 +2,15 @@
 host that fails for good stops the whole cluster.
 
 The rules are pure functions over host states and times (unit-tested without Docker):
-- `final_failure`: exited non-zero with Docker's restarts used up, or dead, or gone, or exited for
-  longer than Docker would wait before a restart (a container killed by hand, `docker kill`, is
-  never restarted by Docker, whatever restarts it has left: `restart_window`);
+- `final_failure`: exited non-zero, or dead, or gone. Docker moves a container it will restart to
+  `restarting` the moment it ends (restarts left, whatever its back-off), so one seen `exited` is one
+  it will not restart: its restarts used up, or stopped by hand (`docker kill`), which Docker never
+  restarts. Such a host is told to the trial queue, or fails the run, at the first look;
 - `finished`: sync, the chief exited 0; parallel, every host did;
 - `first_failures`: who failed first (by FinishedAt): the others usually failed because they lost it;
 - `deadline`: for `run:` programs, which hold no watchdog of their own, the join and finish limits;
-- `lost`: a host that has not answered for LOST_AFTER_TIMEOUTS × ssh.command_timeout_s counts as failed.
+- `lost`: a host that has not answered for ssh.lost_after_s counts as failed (looks.py measures
+  the silence: a host that stops answering holds up no other host's look).
 """
 from __future__ import annotations
 
@@ -22,12 +24,13 @@ from launcher.errors import summary
 from launcher.plan import Plan
 from launcher.ssh.group import Group
 from launcher.stages.down import stop_all
-from launcher.stages.status import HostStatus, statuses
+from launcher.stages.looks import Look, Looks, host_progress
+from launcher.stages.status import HostStatus, program_error
 from launcher.text import clock, printable
-from trainer.progress import Progress, SearchProgress, parse, parse_search
+from trainer.progress import Progress, SearchProgress
 
-LOST_AFTER_TIMEOUTS = 3     # a host silent for this many command timeouts counts as failed
 BAD_INPUT = 2               # the trainer's exit code for input it refuses (trainer/errors.py)
+SAME_ERROR = 3              # the image's runner: the program failed twice alike at its start (trainer/runner.py)
 
 
 @dataclass
@@ -42,22 +45,17 @@ class RunOutcome:
 
 # --- the rules ------------------------------------------------------------------------------------
 
-def final_failure(st: HostStatus, retries: int, exited_for_s: float = 0.0) -> bool:
-    """Whether Docker is done with this host's container: dead or gone, or exited non-zero with its
-    restarts used up, or exited for longer than Docker waits before a restart (it was stopped by
-    hand: Docker never restarts those)."""
+def final_failure(st: HostStatus, retries: int = 0) -> bool:
+    """Whether Docker is done with this host's container: dead or gone, or exited non-zero (Docker
+    will not restart a container it left `exited`), or ending on what a restart would only repeat:
+    input the trainer refuses (exit 2), or a program that failed twice alike at its start (exit 3,
+    the image's runner), even while Docker restarts it."""
     if st.state in ("dead", "absent"):
         return True
     failed = st.state in ("exited", "restarting") and st.exit_code not in (0, None)
-    if failed and st.exit_code == BAD_INPUT:       # the trainer refused its input: a restart refuses it again
+    if failed and st.exit_code in (BAD_INPUT, SAME_ERROR):
         return True
-    return failed and st.state == "exited" and (st.restarts >= retries or exited_for_s > restart_window(st.restarts))
-
-
-def restart_window(restarts: int) -> float:
-    """How long Docker can leave a failed container exited before it restarts it: its back-off
-    (100 ms, doubled at each restart, at most a minute), and a margin for a slow engine."""
-    return min(0.1 * 2 ** restarts, 60.0) + 10.0
+    return failed and st.state == "exited"
 
 
 def must_finish(plan: Plan) -> list[str]:
@@ -72,42 +70,35 @@ def essential(plan: Plan, names) -> list[str]:
     return [n for n in names if not plan.parallel or n == plan.cluster.chief.name]
 
 
-def lost_hosts(states: dict[str, HostStatus], retries: int, unreachable: list[str],
-               exited_for: Optional[dict[str, float]] = None) -> list[str]:
+def lost_hosts(states: dict[str, HostStatus], retries: int, unreachable: list[str]) -> list[str]:
     """Parallel mode: hosts that failed for good or stopped answering — the run went on without them."""
-    exited_for = exited_for or {}
-    return [n for n, st in states.items() if final_failure(st, retries, exited_for.get(n, 0.0)) or n in unreachable]
+    return [n for n, st in states.items() if final_failure(st, retries) or n in unreachable]
 
 
 def finished(states: dict[str, HostStatus], names: list[str]) -> bool:
     return all(states[n].state == "exited" and states[n].exit_code == 0 for n in names)
 
 
-def first_failures(states: dict[str, HostStatus], retries: int,
-                   exited_for: Optional[dict[str, float]] = None) -> list[HostStatus]:
+def first_failures(states: dict[str, HostStatus], retries: int) -> list[HostStatus]:
     """The hosts that failed for good, the first to fail first (a missing time sorts last)."""
-    exited_for = exited_for or {}
-    failed = [st for st in states.values() if final_failure(st, retries, exited_for.get(st.host, 0.0))]
+    failed = [st for st in states.values() if final_failure(st, retries)]
     return sorted(failed, key=lambda st: st.finished_at or "~")
 
 
-def exited_since(states: dict[str, HostStatus], before: dict[str, float], now: float) -> dict[str, float]:
-    """Since when each host's container has been seen exited non-zero (a restart starts it over)."""
-    return {n: before.get(n, now) for n, st in states.items() if st.state == "exited" and st.exit_code not in (0, None)}
-
-
 def to_signal(plan: Plan, states: dict[str, HostStatus], retries: int, unreachable: list[str],
-              exited_for: dict[str, float], told: set[str]) -> list[str]:
+              told: set[str]) -> list[str]:
     """Parallel mode: the hosts whose loss the chief's queue should hear of now (once each): gone
     for good or silent; the chief itself never (if it is gone, there is no queue to tell)."""
     if not plan.parallel:
         return []
     chief = plan.cluster.chief.name
-    return [n for n in lost_hosts(states, retries, unreachable, exited_for) if n != chief and n not in told]
+    return [n for n in lost_hosts(states, retries, unreachable) if n != chief and n not in told]
 
 
-def lost(unreachable_since: dict[str, float], now: float, limit: float) -> list[str]:
-    return [h for h, since in unreachable_since.items() if now - since > limit]
+def lost(answered_at: dict[str, float], hosts: list[str], since: float, now: float, limit: float) -> list[str]:
+    """The hosts that have not answered for more than `limit` s (counted from `since` for a host
+    that never did)."""
+    return [h for h in hosts if now - answered_at.get(h, since) > limit]
 
 
 def deadline(run, elapsed: float, missing: Optional[list[str]], ports: dict[str, int]) -> Optional[str]:
@@ -130,11 +121,13 @@ def wait_for_end(group: Group, plan: Plan, poll_s: float = 2.0, act: bool = True
     """Until the run finishes (the chief exits 0) or fails; on failure every container of the
     cluster is stopped (act=False, for `watch`: only reported)."""
     watch = Watch(plan, time.monotonic())
+    looks = Looks(group, plan, timeout_s=watch.limit)
     while True:
-        states = {st.host: st for st in statuses(group, with_line=plan.cluster.spec.run is not None)}
+        found = looks.round()
+        states = {name: look.status for name, look in found.items()}
         now = time.monotonic()
-        show(group, plan, states, now - watch.started)
-        watch.see(states, now)
+        show(group, plan, found, now - watch.started)
+        watch.see(looks.answered_at, now)
         tell_queue(group, plan, watch, states)
         outcome = watch.ending(group, states, act)
         if outcome is not None:
@@ -143,50 +136,43 @@ def wait_for_end(group: Group, plan: Plan, poll_s: float = 2.0, act: bool = True
 
 
 class Watch:
-    """What the loop remembers between looks: who has been unreachable or exited since when, which
-    lost hosts the queue was told of, whether a `run:` program's hosts joined."""
+    """What the loop remembers between looks: when each host last answered, which lost hosts the
+    queue was told of, whether a `run:` program's hosts joined."""
 
     def __init__(self, plan: Plan, started: float):
         self.plan, self.started = plan, started
         self.retries = plan.cluster.spec.defaults.restart_retries
         self.joined = plan.cluster.spec.run is None
-        self.unreachable: dict[str, float] = {}
-        self.exited: dict[str, float] = {}
+        self.answered_at: dict[str, float] = {}
         self.told: set[str] = set()
-        self.limit = LOST_AFTER_TIMEOUTS * plan.cluster.spec.ssh.command_timeout_s
+        self.limit = plan.cluster.spec.ssh.lost_after_s
         self.now = started
 
-    def see(self, states: dict[str, HostStatus], now: float) -> None:
-        self.now = now
-        for name, st in states.items():
-            if st.state in ("unreachable", "unknown"):
-                self.unreachable.setdefault(name, now)
-            else:
-                self.unreachable.pop(name, None)
-        self.exited = exited_since(states, self.exited, now)
-
-    @property
-    def exited_for(self) -> dict[str, float]:
-        return {n: self.now - since for n, since in self.exited.items()}
+    def see(self, answered_at: dict[str, float], now: float) -> None:
+        self.now, self.answered_at = now, dict(answered_at)
 
     @property
     def gone(self) -> list[str]:
-        return lost(self.unreachable, self.now, self.limit)
+        return lost(self.answered_at, [h.name for h in self.plan.cluster.hosts], self.started, self.now, self.limit)
+
+    def silent_for(self, host: str) -> float:
+        return self.now - self.answered_at.get(host, self.started)
 
     def ending(self, group: Group, states: dict[str, HostStatus], act: bool) -> Optional[RunOutcome]:
         """How the run ended, if it did by now."""
         plan = self.plan
         if finished(states, must_finish(plan)):
-            return finish(group, plan, states, self.gone, act, self.exited_for)
-        failures = [f for f in first_failures(states, self.retries, self.exited_for) if f.host in essential(plan, [f.host])]
+            return finish(group, plan, states, self.gone, act)
+        failures = [f for f in first_failures(states, self.retries) if f.host in essential(plan, [f.host])]
         if failures:
             return fail_fast(group, failures, list(states.values()), act, plan)
         gone = essential(plan, self.gone)
         if gone:
             stopped = (list(stop_all(group).succeeded) or ["none: no host answered"]) if act else ["none: watching"]
-            return RunOutcome(True, f"{', '.join(gone)} stopped answering for {self.limit:g} s; stopped the cluster's "
-                              f"containers on the hosts that answer ({', '.join(stopped)})", list(states.values()))
-        missing = None if self.joined else closed_ports(group)
+            return RunOutcome(True, f"{', '.join(gone)} stopped answering for {self.limit:g} s (ssh.lost_after_s); "
+                              f"stopped the cluster's containers on the hosts that answer ({', '.join(stopped)})",
+                              list(states.values()))
+        missing = None if self.joined else closed_ports(group, self.limit)
         self.joined = self.joined or not missing
         ports = {h.name: h.tf_port for h in plan.cluster.hosts}
         overdue = deadline(plan.cluster.spec.run, self.now - self.started, missing, ports)
@@ -198,19 +184,24 @@ class Watch:
 
 def tell_queue(group: Group, plan: Plan, watch: Watch, states: dict[str, HostStatus]) -> None:
     """A parallel search: the chief's queue hears at once of a host this loop saw go (its trial is
-    handed on now, not after search.lost_after_s), through a file in the run's backup folder."""
-    for name in to_signal(plan, states, watch.retries, watch.gone, watch.exited_for, watch.told):
-        why = _how(states[name]) if name in states else "stop answering"
+    handed on now, not after search.lost_after_s), through a file in the run's backup folder; the
+    user hears of it too."""
+    for name in to_signal(plan, states, watch.retries, watch.gone, watch.told):
+        st = states.get(name)
+        why = (f"stop answering for {watch.silent_for(name):.0f} s" if name in watch.gone
+               else f"end ({_how(st)})" if st is not None else "end")
         chief = plan.cluster.chief
         try:
-            group.conn(chief).run(dc.signal_lost(f"{plan.run_dir(chief)}/backup/signals", name, why[:200]))
+            group.conn(chief).run(dc.signal_lost(f"{plan.run_dir(chief)}/backup/signals", name, why[:200]),
+                                  timeout=watch.limit)
             watch.told.add(name)
+            group.reporter.warn(name, f"lost: the launcher saw it {why}; its trial goes to the next free host "
+                                      "(the chief's queue was told)")
         except Exception as exc:        # noqa: BLE001  (the queue finds out by itself after lost_after_s)
             group.reporter.warn(chief.name, f"could not tell the trial queue that {name} is gone ({summary(exc)})")
 
 
-def finish(group: Group, plan: Plan, states: dict[str, HostStatus], unreachable: list[str], act: bool,
-           exited_for: Optional[dict[str, float]] = None) -> RunOutcome:
+def finish(group: Group, plan: Plan, states: dict[str, HostStatus], unreachable: list[str], act: bool) -> RunOutcome:
     """The chief finished: the run is marked finished on the chief (the next `up` starts a new
     run); in parallel mode, name the hosts the search went on without, and stop what still runs on
     the others (their queue has closed)."""
@@ -222,7 +213,7 @@ def finish(group: Group, plan: Plan, states: dict[str, HostStatus], unreachable:
     if not plan.parallel:
         return RunOutcome(False, f"chief {chief.name} finished (exit 0)", list(states.values()))
     retries = plan.cluster.spec.defaults.restart_retries
-    gone = lost_hosts(states, retries, unreachable, exited_for)
+    gone = lost_hosts(states, retries, unreachable)
     if act and any(st.state == "running" for n, st in states.items() if n != chief.name):
         stop_all(group, [h for h in plan.cluster.hosts if h.name != chief.name])
     # Which trial went where is the chief's to say (results.json's search.lost, shown after collect).
@@ -237,18 +228,22 @@ def _how(st: HostStatus) -> str:
     return st.state if not st.error else f"{st.state}: {st.error}"
 
 
-def show(group: Group, plan: Plan, states: dict[str, HostStatus], elapsed: float) -> None:
+def show(group: Group, plan: Plan, found: dict[str, Look], elapsed: float) -> None:
     """Each host's state; the trainer's progress (and a parallel search's, from the chief's queue),
     or for `run:` programs the time and last line."""
-    progress, search = read_progress(group, plan) if plan.cluster.spec.run is None else ({}, None)
-    for name, st in states.items():
+    search = None
+    for name, look in found.items():
+        st = look.status
         detail = f"exit {st.exit_code}" if st.state == "exited" else st.error
         if plan.cluster.spec.run is not None and st.state == "running":
             detail = f"{clock(elapsed)} since the start; last line: {st.tail_line}"
+        elif st.error_line and st.state in ("exited", "restarting"):      # the program's own words, not its tail
+            detail = f"exit {st.exit_code}: {st.error_line}"
         restarts = f"restarts {st.restarts}" if st.restarts else ""
         group.reporter.stage(name, st.state, f"{detail} ({restarts})" if detail and restarts else detail or restarts)
-        if name in progress:
-            group.reporter.progress(name, progress[name], st.restarts)
+        if look.progress is not None:
+            group.reporter.progress(name, look.progress, st.restarts)
+        search = look.search or search
     if search is not None and hasattr(group.reporter, "search"):
         group.reporter.search(search)
 
@@ -256,21 +251,17 @@ def show(group: Group, plan: Plan, states: dict[str, HostStatus], elapsed: float
 def read_progress(group: Group, plan: Plan) -> tuple[dict[str, Progress], Optional[SearchProgress]]:
     """The newest progress document of every host that has one (hosts that do not answer: none),
     and the chief queue's search document in a parallel search."""
-    def newest(host: Host, conn) -> tuple[Optional[Progress], Optional[SearchProgress]]:
-        out = conn.run(dc.read_progress_files(f"{plan.run_dir(host)}/results"), check=False).stdout
-        mine, _, search = out.partition("#search\n")
-        found = [p for p in (parse(line) for line in mine.splitlines() if line.strip()) if p]
-        return (max(found, key=lambda p: p.updated) if found else None,
-                parse_search(search.strip()) if search.strip() and host.chief else None)
-    result = group.run("progress", newest)
+    result = group.run("progress", lambda h, c: host_progress(c, plan, h))
     chief = plan.cluster.chief.name
     return ({h: p for h, (p, _) in result.succeeded.items() if p is not None},
             result.succeeded.get(chief, (None, None))[1] if plan.parallel else None)
 
 
-def closed_ports(group: Group) -> list[str]:
+def closed_ports(group: Group, timeout: Optional[float] = None) -> list[str]:
+    kw = {} if timeout is None else {"timeout": timeout}
+
     def port_open(host: Host, conn) -> bool:
-        return conn.run(dc.port_listening(host.tf_port), check=False).stdout.strip() not in ("", "0")
+        return conn.run(dc.port_listening(host.tf_port), check=False, **kw).stdout.strip() not in ("", "0")
     result = group.run("join", port_open)
     return [h for h in result.hosts if result.succeeded.get(h) is not True]
 
@@ -287,9 +278,11 @@ def fail_fast(group: Group, failures: list[HostStatus], states: list, act: bool 
             tail = f"(its log could not be read: {summary(exc)})"
     if act:
         stop_all(group)
-    detail = f"exit code {failed.exit_code}" if failed.state == "exited" else failed.state
+    detail = f"exit code {failed.exit_code}" if failed.exit_code not in (None, 0) else failed.state
+    error = program_error([printable(line) for line in tail.splitlines()]) or failed.error_line
     then = "".join(f", then {f.host} (exit code {f.exit_code})" for f in failures[1:])
-    return RunOutcome(True, f"{failed.host} failed ({detail}, after {failed.restarts} restart(s)){then}; "
+    return RunOutcome(True, f"{failed.host} failed ({detail}, after {failed.restarts} restart(s))"
+                            + (f": {error}" if error else "") + f"{then}; "
                             + ("stopped every container of the cluster" if act else "the others were left running")
                             + resume_hint(plan) + f". Last lines of {failed.host}'s log:\n  "
                             + "\n  ".join(last_lines(tail)), states)
@@ -311,5 +304,5 @@ def last_lines(log: str, n: int = 10) -> list[str]:
     lines = [printable(line) for line in log.splitlines()
              if line.strip() and not line.startswith(("I0000", "W0000", "E0000"))]
     last = lines[-n:]
-    said = [line for line in lines[:-n] if line.startswith("tfcompose trainer:")][-3:]
+    said = [line for line in lines[:-n] if line.startswith(("tfcompose trainer:", "tfcompose runner:"))][-3:]
     return said + last

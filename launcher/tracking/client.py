@@ -144,10 +144,11 @@ class Tracker:
             self.bounded("delete a second run of the search", lambda e=extra: self.client.delete_run(e.info.run_id))
         return runs[0] if runs else None
 
-    def create_search(self, cluster: str, run_id: str, tags: dict[str, str]):
+    def create_search(self, cluster: str, run_id: str, tags: dict[str, str], start: Optional[float] = None):
+        """The search's parent run, started at `start` (UTC unix seconds; default now)."""
         experiment = self.experiment_id()
         return self.bounded("create the search's run", lambda: self.client.create_run(
-            experiment, tags=tags, run_name=mapping.search_name(cluster, run_id)))
+            experiment, tags=tags, run_name=mapping.search_name(cluster, run_id), start_time=mapping.millis(start)))
 
     def trials(self, parent_id: str) -> dict[str, object]:
         """Each trial's child run by its key (mapping.trial_keys: its name, numbered when two
@@ -165,12 +166,13 @@ class Tracker:
             by_trial[key] = run
         return by_trial
 
-    def create_trial(self, parent_id: str, trial: str, tags: dict[str, str]):
-        """A trial's child run, tagged with its key `trial`; named printable (mapping.run_name)."""
+    def create_trial(self, parent_id: str, trial: str, tags: dict[str, str], start: Optional[float] = None):
+        """A trial's child run, tagged with its key `trial`; named printable (mapping.run_name);
+        started when the trial started (`start`, UTC unix seconds; default now)."""
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
         experiment = self.experiment_id()
         return self.bounded(f"create trial {mapping.run_name(trial)}'s run", lambda: self.client.create_run(
-            experiment, run_name=mapping.run_name(trial),
+            experiment, run_name=mapping.run_name(trial), start_time=mapping.millis(start),
             tags={**tags, MLFLOW_PARENT_RUN_ID: parent_id, f"{mapping.PREFIX}trial": trial}))
 
     def _all_runs(self, query: str, what: str) -> list:
@@ -191,14 +193,15 @@ class Tracker:
         return {m.step for m in history}
 
     def log(self, run_id: str, epochs=(), metrics: Optional[dict] = None, params: Optional[dict] = None,
-            tags: Optional[dict] = None) -> None:
-        """Epochs (each its step), figures at step 0, params and tags; in batches MLflow takes,
-        each batch one bounded call."""
+            tags: Optional[dict] = None, at: Optional[float] = None) -> None:
+        """Epochs (each its step, stamped with its end when known), figures at step 0 (stamped `at`,
+        UTC unix seconds, when given), params and tags; in batches MLflow takes, each batch one
+        bounded call. What has no time of its own is stamped now."""
         with self.call("log figures"):
             from mlflow.entities import Metric, Param, RunTag
         now = int(time.time() * 1000)
-        rows = [Metric(k, v, now, e.step) for e in epochs for k, v in e.metrics.items()]
-        rows += [Metric(k, v, now, 0) for k, v in (metrics or {}).items()]
+        rows = [Metric(k, v, mapping.millis(e.at) or now, e.step) for e in epochs for k, v in e.metrics.items()]
+        rows += [Metric(k, v, mapping.millis(at) or now, 0) for k, v in (metrics or {}).items()]
         pairs = [Param(k, v) for k, v in (params or {}).items()] + [RunTag(k, v) for k, v in (tags or {}).items()]
         for i in range(0, len(rows), BATCH_METRICS):
             self.bounded("log figures", lambda i=i: self.client.log_batch(run_id, metrics=rows[i:i + BATCH_METRICS],
@@ -209,8 +212,9 @@ class Tracker:
                 run_id, params=[p for p in c if isinstance(p, Param)], tags=[t for t in c if isinstance(t, RunTag)],
                 synchronous=True))
 
-    def end(self, run_id: str, status: str) -> None:
-        self.bounded("set a run's status", lambda: self.client.set_terminated(run_id, status))
+    def end(self, run_id: str, status: str, at: Optional[float] = None) -> None:
+        """The run's status, and its end at `at` (UTC unix seconds; default now)."""
+        self.bounded("set a run's status", lambda: self.client.set_terminated(run_id, status, end_time=mapping.millis(at)))
 
     def reopen(self, run_id: str) -> None:
         self.bounded("set a run's status", lambda: self.client.update_run(run_id, status="RUNNING"))

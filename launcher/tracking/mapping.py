@@ -10,6 +10,11 @@
 
 Epoch figures are written as the trainer's history CSV writes them (6 significant digits), live
 from the progress files and later from the CSV alike, so a metric's history equals results.json's.
+
+Times are the trials' own (the clock of the host that trained them), not the launcher's: a child
+run starts at its trial's `started_at` and ends at its `ended_at` (results.json), and each epoch's
+figures are stamped with that epoch's end (the history CSV's `ended_at`, live the progress file's),
+so MLflow's durations and time axis are the training's.
 """
 from __future__ import annotations
 
@@ -41,6 +46,45 @@ class Epoch:
     step: int
     metrics: dict                   # name → float (NaN where the trainer had none)
     host: str = ""
+    at: Optional[float] = None      # when the epoch ended (UTC unix seconds), if the trainer said
+    started: Optional[float] = None     # when its trial started, if the trainer said (live only)
+
+
+LATEST = 4e9                        # a time past 2096 is no time a trainer wrote
+
+
+def seconds(value) -> Optional[float]:
+    """A time as the trainer writes it (UTC unix seconds), or None for anything else."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) and 0 < value < LATEST else None
+
+
+def millis(value: Optional[float]) -> Optional[int]:
+    """Seconds as MLflow's milliseconds (None stays None)."""
+    return None if value is None else int(round(value * 1000))
+
+
+def trial_times(record: dict) -> tuple[Optional[float], Optional[float]]:
+    """The trial's own start and end (results.json's started_at, ended_at), each if usable; an end
+    before its start is no end."""
+    start, end = seconds(record.get("started_at")), seconds(record.get("ended_at"))
+    return start, end if end is not None and (start is None or end >= start) else None
+
+
+def search_times(doc: dict) -> tuple[Optional[float], Optional[float]]:
+    """The search's start and end from results.json's `started` and `finished` (ISO 8601)."""
+    import datetime as dt
+    out = []
+    for key in ("started", "finished"):
+        try:
+            when = dt.datetime.fromisoformat(str(doc.get(key, "")))
+            out.append(seconds((when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp()))
+        except (ValueError, OverflowError, OSError):
+            out.append(None)
+    return out[0], out[1]
 
 
 def figure(value) -> float:
@@ -164,11 +208,14 @@ def trial_summary(record: dict) -> dict[str, float]:
 
 
 def trial_epochs(record: dict, rows: list[dict]) -> list[Epoch]:
-    """Every epoch of the trial: its history CSV rows (`rows`), else its curve (val_accuracy only)."""
+    """Every epoch of the trial: its history CSV rows (`rows`, each epoch at its end when the CSV
+    says), else its curve (val_accuracy only, at the trial's end)."""
     name = record["candidate"]
     if rows:
-        return [Epoch(name, int(row["epoch"]), {k: figure(row.get(k)) for k in EPOCH_METRICS}) for row in rows]
-    return [Epoch(name, i, {STEP_KEY: figure(v)}) for i, v in enumerate(record.get("curve") or [], start=1)]
+        return [Epoch(name, int(row["epoch"]), {k: figure(row.get(k)) for k in EPOCH_METRICS},
+                      at=seconds(row.get("ended_at"))) for row in rows]
+    end = trial_times(record)[1]
+    return [Epoch(name, i, {STEP_KEY: figure(v)}, at=end) for i, v in enumerate(record.get("curve") or [], start=1)]
 
 
 # --- live: a progress document ------------------------------------------------------------------
@@ -177,12 +224,15 @@ NOT_FINITE = -1.0     # trainer/progress.py writes this for a figure that was no
 
 
 def progress_epochs(progress, host: str) -> list[Epoch]:
-    """The epochs a progress document lists (its last few, trainer/progress.py's `recent`)."""
+    """The epochs a progress document lists (its last few, trainer/progress.py's `recent`), each with
+    its end and its trial's start when the document says (`epoch_times`)."""
     out = []
-    for _index, trial, epoch, _epochs, loss, acc, val_loss, val_acc, _ips in progress.recent:
+    times = progress.epoch_times or [(None, None)] * len(progress.recent)
+    for (_index, trial, epoch, _epochs, loss, acc, val_loss, val_acc, _ips), (ended, began) in zip(progress.recent, times):
         values = dict(zip(EPOCH_METRICS, (loss, acc, val_loss, val_acc)))
         out.append(Epoch(run_name(str(trial)), epoch,
-                         {k: math.nan if v == NOT_FINITE else figure(v) for k, v in values.items()}, host))
+                         {k: math.nan if v == NOT_FINITE else figure(v) for k, v in values.items()}, host,
+                         at=seconds(ended), started=seconds(began)))
     return out
 
 

@@ -117,7 +117,8 @@ class Outbox:
         for trial, epochs in by_trial.items():
             if self._stop.is_set():
                 return
-            run = self._trial_run(tracker, trial, epochs[0].host)
+            run = self._trial_run(tracker, trial, epochs[0].host,
+                                  min((e.started for e in epochs if e.started is not None), default=None))
             self.sent[trial] |= tracker.steps(run)      # what another sender (a `watch` beside `up --wait`) sent
             new = sorted((e for e in epochs if e.step not in self.sent[trial]), key=lambda e: e.step)
             tracker.log(run, epochs=new)
@@ -137,12 +138,13 @@ class Outbox:
         tracker.log(run.info.run_id, params=self.params)
         return run.info.run_id
 
-    def _trial_run(self, tracker: Tracker, trial: str, host: str) -> str:
+    def _trial_run(self, tracker: Tracker, trial: str, host: str, started=None) -> str:
+        """The trial's run, found or made (started when the trial started, as its host said)."""
         if trial not in self.runs:
             self.runs.update({name: run.info.run_id for name, run in tracker.trials(self.parent).items()})
         if trial not in self.runs:
             tags = {f"{mapping.PREFIX}state": "running", f"{mapping.PREFIX}host": host or ",".join(self.hosts)}
-            self.runs[trial] = tracker.create_trial(self.parent, trial, tags).info.run_id
+            self.runs[trial] = tracker.create_trial(self.parent, trial, tags, started).info.run_id
             self.sent[trial] = set()
         elif trial not in self.sent:
             self.sent[trial] = tracker.steps(self.runs[trial])

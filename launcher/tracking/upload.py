@@ -181,8 +181,9 @@ def _send(tracker: Tracker, settings: TrackerSettings, source: Source, book: led
     _model(tracker, settings, source, doc, records[first], keys[first], book)
     _files(tracker, book.search_run, source.folder)
     figures, tags = mapping.search_summary(doc)
-    tracker.log(book.search_run, metrics=figures, tags={**tags, f"{mapping.PREFIX}state": "finished"})
-    tracker.end(book.search_run, "FINISHED")
+    ended = mapping.search_times(doc)[1]
+    tracker.log(book.search_run, metrics=figures, tags={**tags, f"{mapping.PREFIX}state": "finished"}, at=ended)
+    tracker.end(book.search_run, "FINISHED", ended)
     book.complete, book.pending = True, ""
 
 
@@ -191,16 +192,19 @@ def _parent(tracker: Tracker, source: Source, doc: Optional[dict]):
     found = tracker.search(source.cluster, source.run_id)
     if found is None:
         found = tracker.create_search(source.cluster, source.run_id,
-                                      mapping.search_tags(source.cluster, source.run_id, source.hosts, source.image))
+                                      mapping.search_tags(source.cluster, source.run_id, source.hosts, source.image),
+                                      mapping.search_times(doc or {})[0])
     missing = {k: v for k, v in params.items() if k not in found.data.params}
     tracker.log(found.info.run_id, params=missing)
     return found
 
 
 def _trial(tracker: Tracker, source: Source, record: dict, key: str, run, best: str, parent: str) -> str:
+    """The trial's child run, made whole: it starts and ends when the trial did (its own clock)."""
     tags = mapping.trial_tags(record, best, source.hosts, key)
+    started, ended = mapping.trial_times(record)
     if run is None:
-        run = tracker.create_trial(parent, key, tags)
+        run = tracker.create_trial(parent, key, tags, started)
         have: set[int] = set()
     else:
         have = tracker.steps(run.info.run_id)
@@ -208,10 +212,10 @@ def _trial(tracker: Tracker, source: Source, record: dict, key: str, run, best: 
     epochs = [e for e in mapping.trial_epochs(record, mapping.history_rows(source.folder, record)) if e.step not in have]
     params = {k: v for k, v in mapping.trial_params(record).items() if k not in run.data.params}
     summary = {k: v for k, v in mapping.trial_summary(record).items() if k not in run.data.metrics}
-    tracker.log(run_id, epochs=epochs, metrics=summary, params=params, tags=tags)
+    tracker.log(run_id, epochs=epochs, metrics=summary, params=params, tags=tags, at=ended)
     status = mapping.trial_status(record)
-    if run.info.status != status:
-        tracker.end(run_id, status)
+    if run.info.status != status or (ended is not None and run.info.end_time != mapping.millis(ended)):
+        tracker.end(run_id, status, ended)
     return run_id
 
 

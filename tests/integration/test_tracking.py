@@ -6,7 +6,10 @@ the test's folder), searches on sshd hosts, everything read back through MLflow'
   loads and predicts in the trainer image; `tfcompose track` twice adds nothing; a token in the
   URI and in the environment appears in no rendered file, log, result, output or hook environment;
 - a parallel search whose tracker is killed mid-run: training finishes, `up` says what is left,
-  and `tfcompose track` sends it once the tracker is back.
+  and `tfcompose track` sends it once the tracker is back;
+- a parallel search with ASHA where a user's builder refuses some values and a host is killed
+  mid-trial: its pruned, failed and retried trials each with the status and tags the README's
+  table says, every run starting and ending when its trial did and every figure at its epoch's end.
 """
 from __future__ import annotations
 
@@ -22,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from support.cluster import CliProcess
-from support.common import REPO, require
+from support.cluster import CliProcess, run_results
+from support.common import FIXTURES, REPO, require
 
 # A whole search on two hosts each: on this shared 2-core machine, minutes when it is busy.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
@@ -251,3 +254,94 @@ def test_two_trials_of_one_name_stay_two_runs_with_printable_names_and_a_second_
     deleted = client.search_runs([client.get_experiment_by_name("one-name-twice").experiment_id],
                                  run_view_type=2, max_results=100)          # ViewType.DELETED_ONLY
     assert deleted == []
+
+
+# A user's builder that refuses some values (width 1000), a learning rate that diverges (5.0, pruned
+# by ASHA at a rung), two hosts: the grid's points go in order (width fastest), the refused ones end
+# at once, and the host killed mid-trial has its trial retried on the other.
+TRIALS_EVERY_STATE = {"dataset": {"kind": "synthetic", "image_size": [16, 16], "per_class": 16},
+                      "candidates": ["user_models:picky"], "epochs": 6, "batch_per_replica": 8,
+                      "search": {"mode": "parallel", "learning_rates": [0.003, 0.002, 5.0],
+                                 "hyperparameters": {"user_models:picky": {"width": [8, 1000]}},
+                                 "pruner": "asha", "min_epochs": 1, "reduction_factor": 2}}
+STATUS = {"complete": "FINISHED", "pruned": "FINISHED", "failed": "FAILED", "retried": "KILLED"}
+
+
+@pytest.fixture(scope="module")
+def picky_image(trainer_image):
+    """The trainer image with a user's builders importable (tests/fixtures/user_models.py), as a user
+    bakes theirs into an image of their own."""
+    tag = f"{trainer_image.rsplit(':', 1)[0]}:picky-{uuid.uuid4().hex[:8]}"
+    built = subprocess.run(["docker", "build", "-q", "-t", tag, "-f", "-", str(FIXTURES)], capture_output=True, text=True,
+                           input=f"FROM {trainer_image}\nCOPY user_models.py /opt/tfcompose/user_models.py\n", timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    yield tag
+    subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+
+
+def kill_mid_trial(hosts, name: str, host: int, up: CliProcess, seconds: float = 600) -> None:
+    """Kill the host's container while it trains a trial with epochs still to go: its own progress
+    file mid-trial, and the chief's queue naming that trial as the host's."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert up.proc.poll() is None, up.output
+        mine, chiefs = run_results(hosts[host].workdir / name), run_results(hosts[0].workdir / name)
+        doc = next((json.loads(p.read_text()) for p in mine.glob("progress-*.json")), None) if mine else None
+        search = chiefs / "search-progress.json" if chiefs else None
+        queue = json.loads(search.read_text()) if search and search.is_file() else {}
+        said = queue.get("hosts", {}).get(f"h{host}", {})
+        if doc and 1 <= doc["epoch"] <= doc["epochs"] - 2 and not doc["done"] and said.get("trial") == doc["trial"] \
+                and said.get("state") == "training":
+            ids = subprocess.run(["docker", "ps", "-q", "--filter", f"label=tfcompose.cluster={name}",
+                                  "--filter", f"label=tfcompose.host=h{host}"], capture_output=True, text=True).stdout.split()
+            subprocess.run(["docker", "kill", *ids], check=True, capture_output=True)
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"h{host} never got into a trial:\n{up.output[-4000:]}")
+
+
+def test_pruned_failed_and_retried_trials_carry_their_state_tags_and_their_own_times(mlflow_server, cluster_env,
+                                                                                     picky_image, tmp_path):
+    name, inv, hosts = cluster_env(n=2, train=TRIALS_EVERY_STATE, image=picky_image,
+                                   tracking={"mlflow": {"uri": mlflow_server.uri, "experiment": "every-state"}})
+    runs = tmp_path / "runs"
+    up = CliProcess("up", "-i", str(inv), "--wait", "--runs", str(runs))
+    try:
+        kill_mid_trial(hosts, name, 1, up)
+        assert up.finish(900) == 0, up.output
+    finally:
+        up.proc.kill()
+    run_dir = runs / name / "latest"
+    doc = json.loads((run_dir / "results.json").read_text())
+    states = [r["state"] for r in doc["candidates"]]
+    assert {"complete", "pruned", "failed", "retried"} <= set(states), states
+    client = mlflow_server.client()
+    parents, children = search_runs(client, "every-state")
+    (parent,) = parents
+    by_name = {r.data.tags["tfcompose.trial"]: r for r in children}
+    assert sorted(by_name) == sorted(r["candidate"] for r in doc["candidates"])       # one run per trial
+    for record in doc["candidates"]:
+        run, state = by_name[record["candidate"]], record["state"]
+        assert (run.info.status, run.data.tags["tfcompose.state"]) == (STATUS[state], state), record["candidate"]
+        # the trial's own times, to the millisecond: not when the launcher sent it (a trial lost with its
+        # host: its run was made while it trained, from when its host began it; the queue handed it out before)
+        assert run.info.end_time == round(record["ended_at"] * 1000), record["candidate"]
+        if state == "retried":
+            assert round(record["started_at"] * 1000) <= run.info.start_time <= run.info.end_time
+        else:
+            assert run.info.start_time == round(record["started_at"] * 1000), record["candidate"]
+        if state == "pruned":
+            assert run.data.tags["tfcompose.pruned_at_epoch"] == str(record["pruned_at_epoch"])
+        if state == "failed":
+            assert "width 1000 is more than this model takes" in run.data.tags["tfcompose.why"]
+        if state == "retried":
+            assert run.data.tags["tfcompose.retried_as"] == record["retried_as"] == record["candidate"] + "~r1"
+            assert record["host"] == "h1" and by_name[record["retried_as"]].data.tags["tfcompose.host"] == "h0"
+        if record.get("history"):                          # each epoch's figures at that epoch's end
+            rows = history_rows(run_dir, record)
+            assert rows and all(r["ended_at"] for r in rows)
+            stamped = {m.step: m.timestamp for m in client.get_metric_history(run.info.run_id, "val_loss")}
+            assert stamped == {int(r["epoch"]): round(float(r["ended_at"]) * 1000) for r in rows}, record["candidate"]
+            assert record["started_at"] * 1000 <= min(stamped.values()) <= max(stamped.values()) <= record["ended_at"] * 1000
+    finished = dt.datetime.fromisoformat(doc["finished"]).timestamp() * 1000
+    assert parent.info.status == "FINISHED" and parent.info.end_time == round(finished)

@@ -94,6 +94,10 @@ class CliProcess:
             time.sleep(0.2)
         raise AssertionError(f"no line matching {pattern!r} in:\n{self.output}")
 
+    def time_of(self, line: str) -> float:
+        """When that line came (time.monotonic())."""
+        return self.times[self.lines.index(line)]
+
     def finish(self, seconds: float = 120) -> int:
         try:
             code = self.proc.wait(seconds)

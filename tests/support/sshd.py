@@ -42,6 +42,42 @@ class SshdHost:
         name = self.address if self.port == 22 else f"[{self.address}]:{self.port}"  # as OpenSSH writes it
         return f"{name} {kind} {b64}\n"
 
+    def freeze(self) -> None:
+        """The host stops answering over SSH (as behind a pulled cable): its sshd and every session
+        and command under it stopped (SIGSTOP); its container, which Docker runs, goes on."""
+        for _ in range(2):              # a child forked while its parent was being stopped
+            for pid in process_tree(self.proc.pid):
+                _signal(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        for pid in process_tree(self.proc.pid):
+            _signal(pid, signal.SIGCONT)
+
+
+def process_tree(root: int) -> list[int]:
+    """`root` and every process beneath it (from /proc's parent ids)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
 
 class SshdFarm:
     def __init__(self, root: Path):
@@ -90,6 +126,7 @@ class SshdFarm:
 
     def stop(self) -> None:
         for host in self.hosts:
+            host.thaw()             # a frozen session would hold its connection's processes for ever
             try:
                 os.killpg(host.proc.pid, signal.SIGKILL)
             except ProcessLookupError:

@@ -170,3 +170,15 @@ def test_history_rows_no_trainer_writes_are_left_out_with_a_note_and_never_a_tra
     text = (folder / "report.md").read_text()
     assert "## Notes" in text and f"history/{TRIALS[0]}.csv: 2 of 3 row(s) left out" in text
     assert [p.name for p in made.files][:3] == ["report.md", "leaderboard.png", "curves.png"]
+
+
+def test_a_program_that_wrote_nothing_where_it_should_is_told_where_its_files_must_go(tmp_path):
+    """#47: a `run:` program that saved its model under /tmp got "This run left no results"."""
+    from launcher.results import outcome
+    from launcher.results.report import ProgramFiles, write_outcome_only
+    outcome.write(tmp_path, "lab", "20261127-120000-0badc0de", "finished", "chief h0 finished (exit 0)")
+    text = write_outcome_only(tmp_path, ProgramFiles("/out", 0)).read_text()
+    assert "left no results" not in text and "$TFC_RESULTS_DIR (/out" in text and "run.results_dir" in text
+    text = write_outcome_only(tmp_path, ProgramFiles("/out", 3)).read_text()
+    assert "wrote 3 file(s) to its results folder (/out)" in text and "TFC_RESULTS_DIR" not in text
+    assert "left no results" in write_outcome_only(tmp_path).read_text()          # the trainer's run, as before

@@ -15,7 +15,8 @@ def st(name: str, state: str, code=None, restarts: int = 0, finished: str = "") 
 
 @pytest.mark.parametrize("status, retries, final", [
     (st("a", "exited", 1, restarts=2), 2, True),       # restarts used up
-    (st("a", "exited", 1, restarts=1), 2, False),      # Docker will restart it
+    (st("a", "exited", 137, restarts=0), 2, True),     # `docker kill`: exited, never restarted, restarts left or not
+    (st("a", "restarting", 1, restarts=1), 2, False),  # Docker restarts it: `restarting` from the moment it ended
     (st("a", "exited", 0), 0, False),                  # success is not a failure
     (st("a", "running"), 0, False),
     (st("a", "restarting", 1), 0, False),
@@ -47,8 +48,9 @@ def test_the_first_host_to_fail_is_named_first():
 
 
 def test_a_host_silent_past_the_limit_is_lost_and_one_that_answers_again_is_not():
-    assert wait.lost({"a": 0.0, "b": 250.0}, now=301.0, limit=300) == ["a"]
-    assert wait.lost({}, now=1e9, limit=1) == []
+    assert wait.lost({"a": 0.0, "b": 250.0}, ["a", "b"], since=0.0, now=301.0, limit=300) == ["a"]
+    assert wait.lost({}, ["a"], since=100.0, now=120.0, limit=30) == []          # never answered: from the start
+    assert wait.lost({}, ["a"], since=100.0, now=131.0, limit=30) == ["a"]
 
 
 def test_run_programs_are_stopped_by_their_join_and_finish_deadlines():
@@ -62,23 +64,21 @@ def test_run_programs_are_stopped_by_their_join_and_finish_deadlines():
     assert "deadline_s" in wait.deadline(run, 3601, None, ports)
 
 
-def test_a_container_docker_will_not_restart_ends_the_wait_whatever_restarts_are_left():
-    killed = st("a", "exited", 137, restarts=0)         # `docker kill`: Docker never restarts it
-    assert not wait.final_failure(killed, retries=2, exited_for_s=1.0)          # a restart may still come
-    assert wait.final_failure(killed, retries=2, exited_for_s=wait.restart_window(0) + 1)
-    assert wait.restart_window(0) < 11 and wait.restart_window(20) == 70.0     # Docker's back-off, at most a minute
-    seen = wait.exited_since({"a": killed, "b": st("b", "running")}, {}, now=100.0)
-    assert seen == {"a": 100.0} and wait.exited_since({"a": killed}, seen, now=130.0) == {"a": 100.0}
-    assert wait.exited_since({"a": st("a", "running")}, seen, now=131.0) == {}    # restarted: the clock starts over
+def test_a_container_docker_will_not_restart_ends_the_wait_at_the_first_look_whatever_restarts_are_left():
+    """#47: a container killed by hand was held for Docker's back-off plus 10 s before the queue or
+    the run heard of it; Docker shows one it will restart as `restarting` at once."""
+    killed = st("a", "exited", 137, restarts=0)
+    assert wait.final_failure(killed, retries=2)
+    assert [f.host for f in wait.first_failures({"a": killed, "b": st("b", "running")}, retries=2)] == ["a"]
 
 
 def test_the_queue_hears_of_each_lost_host_once_and_never_of_the_chief():
     par = plan_mod.make(cluster(3, train={"search": {"mode": "parallel"}, "candidates": ["small_cnn", "deep_cnn"]}))
     states = {"h0": st("h0", "running"), "h1": st("h1", "exited", 137), "h2": st("h2", "running")}
-    assert wait.to_signal(par, states, 2, [], {"h1": 30.0}, set()) == ["h1"]
-    assert wait.to_signal(par, states, 2, ["h2"], {"h1": 30.0}, {"h1"}) == ["h2"]
-    assert wait.to_signal(par, {**states, "h0": st("h0", "absent")}, 2, [], {}, set()) == []
-    assert wait.to_signal(plan_mod.make(cluster(3)), states, 2, [], {"h1": 30.0}, set()) == []    # sync: no queue
+    assert wait.to_signal(par, states, 2, [], set()) == ["h1"]
+    assert wait.to_signal(par, states, 2, ["h2"], {"h1"}) == ["h2"]
+    assert wait.to_signal(par, {**states, "h0": st("h0", "absent"), "h1": st("h1", "running")}, 2, [], set()) == []
+    assert wait.to_signal(plan_mod.make(cluster(3)), states, 2, [], set()) == []    # sync: no queue
 
 
 def test_a_chiefs_death_says_how_to_go_on():
@@ -93,10 +93,33 @@ def test_a_trainer_that_refuses_its_input_fails_at_once_and_its_own_words_come_f
     assert wait.last_lines(log)[0].startswith("tfcompose trainer: train.yaml: epochs")
 
 
-def test_a_restarting_host_reads_as_one_parenthesis(monkeypatch):
+def test_a_restarting_host_reads_as_one_parenthesis():
     from types import SimpleNamespace
     from launcher.reporter import RecordingReporter
+    from launcher.stages.looks import Look
     reporter = RecordingReporter()
-    monkeypatch.setattr(wait, "read_progress", lambda group, plan: ({}, None))
-    wait.show(SimpleNamespace(reporter=reporter), plan_mod.make(cluster(1)), {"h0": HostStatus("h0", "restarting", None, 1)}, 0.0)
+    wait.show(SimpleNamespace(reporter=reporter), plan_mod.make(cluster(1)),
+              {"h0": Look(HostStatus("h0", "restarting", None, 1))}, 0.0)
     assert reporter.events == [("h0", "restarting", "restarts 1")]
+
+
+def test_a_program_that_failed_twice_alike_at_its_start_ends_the_wait_and_shows_its_own_error_line():
+    """#47: Docker restarted a `run:` program into the same exception until its restarts were used
+    up, and the live view showed the tail of a printed tensor, not the error."""
+    from types import SimpleNamespace
+    from launcher.reporter import RecordingReporter
+    from launcher.stages.looks import Look
+    from launcher.stages.status import program_error
+    from trainer import runner
+    assert wait.final_failure(st("a", "restarting", runner.REPEATED, restarts=1), retries=5)    # not restarted again
+    assert not wait.final_failure(st("a", "restarting", 1, restarts=1), retries=5)
+    log = ["  0: <tf.Tensor: shape=(16,), dtype=float32, numpy=array([0.1, 0.2], dtype=float32)>}",
+           runner.failed_line(1, 14.0, "ValueError: Attempt to convert a value (PerReplica:{"),
+           "  1: <tf.Tensor: shape=(16,)>}) with an unsupported type"]
+    assert program_error(log) == "ValueError: Attempt to convert a value (PerReplica:{"
+    reporter = RecordingReporter()
+    plan = plan_mod.make(cluster(1, run={"command": ["python", "train.py"], "code_dir": "."}))
+    failed = HostStatus("h0", "restarting", 1, 1, tail_line=log[-1], error_line=program_error(log))
+    wait.show(SimpleNamespace(reporter=reporter), plan, {"h0": Look(failed)}, 20.0)
+    assert reporter.events == [("h0", "restarting", "exit 1: ValueError: Attempt to convert a value (PerReplica:{ "
+                                                    "(restarts 1)")]

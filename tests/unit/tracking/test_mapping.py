@@ -70,3 +70,19 @@ def test_two_trials_of_one_name_are_two_keys_and_every_name_is_printable():
     assert mapping.trial_tags(records[0], "small_cnn (2)", [])["tfcompose.best"] == "false"
     assert mapping.trial_params({"candidate": "x", "hyperparameters": {"act\x1b[2J": "relu", "w/h:ratio=1": 2}}) == \
         {"architecture": "x", "act": "relu", "w/h_ratio_1": "2"}
+
+
+def test_a_trials_times_are_its_own_and_each_epoch_is_at_its_end():
+    """#47: MLflow showed the launcher's times; a trial's run spans its started_at–ended_at and each
+    epoch's figures are stamped with the history file's `ended_at` (a file from before has none)."""
+    record = {"candidate": "t", "started_at": 1_800_000_000.5, "ended_at": 1_800_000_060.25, "curve": [0.5, 0.6]}
+    assert mapping.trial_times(record) == (1_800_000_000.5, 1_800_000_060.25)
+    assert mapping.trial_times({"started_at": 10.0, "ended_at": 5.0}) == (10.0, None)        # an end before its start
+    assert mapping.trial_times({"started_at": "soon", "ended_at": float("inf")}) == (None, None)
+    rows = [{"epoch": "1", "loss": "1", "accuracy": "0.5", "val_loss": "1", "val_accuracy": "0.5", "ended_at": "1800000030.125"},
+            {"epoch": "2", "loss": "1", "accuracy": "0.5", "val_loss": "1", "val_accuracy": "0.6"}]
+    assert [e.at for e in mapping.trial_epochs(record, rows)] == [1_800_000_030.125, None]
+    assert [e.at for e in mapping.trial_epochs(record, [])] == [1_800_000_060.25] * 2        # a curve: at the trial's end
+    assert mapping.millis(1_800_000_030.125) == 1_800_000_030_125 and mapping.millis(None) is None
+    start, end = mapping.search_times({"started": "2027-01-15T08:00:00+00:00", "finished": "2027-01-15T08:10:00+00:00"})
+    assert end - start == 600 and mapping.search_times({}) == (None, None)

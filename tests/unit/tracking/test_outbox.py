@@ -33,23 +33,26 @@ class StandIn:
         found = [r for r in self.runs.values() if r.data.tags.get("tfcompose.kind") == "search"]
         return found[0] if found else None
 
-    def create_search(self, cluster, run_id, tags):
+    def create_search(self, cluster, run_id, tags, start=None):
         return self._new(tags, None)
 
     def trials(self, parent):
         self._check()
         return {r.data.tags["tfcompose.trial"]: r for r in self.runs.values() if r.parent == parent}
 
-    def create_trial(self, parent, trial, tags):
-        return self._new({**tags, "tfcompose.trial": trial}, parent)
+    def create_trial(self, parent, trial, tags, start=None):
+        run = self._new({**tags, "tfcompose.trial": trial}, parent)
+        run.info.start = start
+        return run
 
     def steps(self, run_id):
         self._check()
         return {s for s, _ in self.metrics.get(run_id, [])}
 
-    def log(self, run_id, epochs=(), metrics=None, params=None, tags=None):
+    def log(self, run_id, epochs=(), metrics=None, params=None, tags=None, at=None):
         self._check()
         self.metrics.setdefault(run_id, []).extend((e.step, e.metrics["val_accuracy"]) for e in epochs)
+        self.times = {**getattr(self, "times", {}), **{(run_id, e.step): e.at for e in epochs}}
         self.runs[run_id].data.params.update(params or {})
 
     def _new(self, tags, parent):
@@ -156,3 +159,18 @@ def test_two_senders_at_once_send_each_epoch_once(tmp_path):
     (trial,) = [r.info.run_id for r in stand_in.runs.values() if r.parent]
     assert sorted(stand_in.metrics[trial]) == [(1, 0.1), (2, 0.2), (3, 0.3)]
     assert len([r for r in stand_in.runs.values() if r.parent is None]) == 1
+
+
+def test_a_trials_run_starts_when_the_trial_did_and_each_epoch_is_stamped_with_its_end(tmp_path):
+    """#47: every run started and every figure was stamped when the launcher sent it."""
+    stand_in, reporter = StandIn(), RecordingReporter()
+    box = outbox(stand_in, reporter)
+    tracker = Tracker(tmp_path, "worker:0", trials=1, restarts=0)
+    for epoch in (1, 2):
+        tracker.epoch_done(1, "t1", epoch, 3, 1.0, 100.0, {"loss": 1.0, "accuracy": 0.5, "val_loss": 1.0,
+                                                           "val_accuracy": 0.5}, times=(1_800_000_000.0 + epoch, 1_799_999_990.0))
+    box.offer("h0", parse((tmp_path / "progress-worker-0.json").read_text()))
+    box.send_kept()
+    (run,) = [r for r in stand_in.runs.values() if r.parent]
+    assert run.info.start == 1_799_999_990.0
+    assert stand_in.times == {(run.info.run_id, 1): 1_800_000_001.0, (run.info.run_id, 2): 1_800_000_002.0}
