@@ -84,6 +84,14 @@ def validate(inventory_path: Path = InventoryOpt) -> None:
     _say(f"{inventory_path}: valid")
 
 
+@app.command("schema")
+def schema_cmd() -> None:
+    """Print the inventory's JSON Schema (every key, its type, default and description), for editors:
+    an inventory whose first line is `# yaml-language-server: $schema=<file>` gets completion and checks."""
+    from launcher.inventory.json_schema import text
+    sys.stdout.write(text())
+
+
 @app.command("render")
 def render_cmd(inventory_path: Path = InventoryOpt,
                output: Path = typer.Option(Path("build"), "--output", "-o", help="folder to write into"),
