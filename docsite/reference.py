@@ -68,18 +68,26 @@ def _resolve(schema: dict, prop: dict) -> dict:
 
 
 def _models_under(schema: dict, prop: dict) -> list[tuple[dict, str]]:
-    """The models a key holds: itself a mapping, a list of them (`[]`) or a mapping of them (`.<name>`)."""
-    found = []
-    for branch in prop.get("anyOf", [prop]):
-        target = _resolve(schema, branch)
-        if "properties" in target:
-            found.append((target, ""))
-        elif target.get("type") == "array" and "properties" in _resolve(schema, target.get("items", {})):
-            found.append((_resolve(schema, target["items"]), "[]"))
-        elif isinstance(target.get("additionalProperties"), dict) and "properties" in _resolve(
-                schema, target["additionalProperties"]):
-            found.append((_resolve(schema, target["additionalProperties"]), ".<name>"))
-    return found[:1]
+    """The model a key holds, and how: itself (a mapping), in a list (`[]`), in a mapping of names
+    (`.<name>`), or deeper (`.<name>.<name>`: a candidate's hyperparameters' ranges)."""
+    found = _model_in(schema, prop, "")
+    return [found] if found else []
+
+
+def _model_in(schema: dict, node: dict, suffix: str):
+    target = _resolve(schema, node)
+    if "properties" in target:
+        return target, suffix
+    for branch in target.get("anyOf", []):
+        found = _model_in(schema, branch, suffix)
+        if found:
+            return found
+    if target.get("type") == "array" and isinstance(target.get("items"), dict):
+        return _model_in(schema, target["items"], suffix + "[]")
+    for value in (target.get("additionalProperties"), *target.get("patternProperties", {}).values()):
+        if isinstance(value, dict):
+            return _model_in(schema, value, suffix + ".<name>")
+    return None
 
 
 def type_of(schema: dict, prop: dict) -> str:
@@ -98,8 +106,8 @@ def type_of(schema: dict, prop: dict) -> str:
         if "prefixItems" in prop:
             return "[" + ", ".join(type_of(schema, p) for p in prop["prefixItems"]) + "]"
         return f"list of {type_of(schema, prop.get('items', {}))}"
-    if kind == "object":
-        value = prop.get("additionalProperties")
+    if kind == "object" or "patternProperties" in prop:
+        value = prop.get("additionalProperties") or next(iter(prop.get("patternProperties", {}).values()), None)
         return f"mapping of name → {type_of(schema, value)}" if isinstance(value, dict) else "mapping"
     return {"integer": "integer", "number": "number", "string": "text", "boolean": "true or false"}.get(kind, kind)
 
