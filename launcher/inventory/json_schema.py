@@ -11,6 +11,7 @@ expects of it, in the words of its error messages.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -30,6 +31,21 @@ def inventory_schema() -> dict[str, Any]:
 def text() -> str:
     """The schema as the file docs/inventory.schema.json holds it."""
     return json.dumps(inventory_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+def schema_reference(inventory: Path) -> str:
+    """What an inventory's `# yaml-language-server: $schema=` line names: the schema of the tfcompose
+    that runs, as an absolute path (the checkout's docs/inventory.schema.json, kept equal to
+    `tfcompose schema` by a test); without a checkout (an installed wheel), `inventory.schema.json`
+    beside the inventory, written there when absent."""
+    committed = Path(__file__).resolve().parents[2] / "docs" / "inventory.schema.json"
+    if committed.is_file():
+        return str(committed)
+    beside = inventory.parent / "inventory.schema.json"
+    if not beside.exists():
+        beside.parent.mkdir(parents=True, exist_ok=True)
+        beside.write_text(text())
+    return beside.name
 
 
 def _tidy(node: Any) -> None:
