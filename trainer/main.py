@@ -194,6 +194,8 @@ def run(cfg: TrainConfig, info: ClusterInfo) -> int:
     for candidate, values in cfg.search.hyperparameters.items():
         models.check_hyperparameters(candidate, values)   # so does an argument a builder does not take
     gpus = strategy_mod.check_gpus(os.environ.get("TFC_EXPECT_GPUS"))
+    if not gpus:        # said in the kit's words; TensorFlow's own CUDA lines are filtered (trainer/quiet.py)
+        log(f"[{info.task_name}] no GPU on this host: training on CPU")
     strategy = strategy_mod.build(cfg, info, gpus, log)
     replicas = strategy.num_replicas_in_sync
     if cfg.search.mode == "parallel":
