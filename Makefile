@@ -9,7 +9,7 @@ BASE_IMAGE ?= tensorflow/tensorflow:latest
 IMAGE ?= tfcompose-trainer:latest
 PYTEST_ARGS ?=
 
-.PHONY: help venv test test-unit sim sim-down image logs validate render preflight status collect cluster-up cluster-down bench clean
+.PHONY: help venv test test-unit docs docs-serve sim sim-down image logs validate render preflight status collect cluster-up cluster-down bench clean
 
 help:  ## this list
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -40,8 +40,17 @@ test-unit: venv  ## the fast set: import contracts, then no TensorFlow, no Docke
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest tests/unit $(LANE_ARGS) $(PYTEST_ARGS)
 
+# The documentation site (mkdocs.yml; docs/ is its source, the reference pages are written from the code).
+DOCS_ENV := NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true
+
+docs: venv  ## build the documentation site into site/ (strict: a broken link fails)
+	$(DOCS_ENV) $(BIN)/mkdocs build --strict
+
+docs-serve: venv  ## serve the documentation on http://127.0.0.1:8000/, rebuilt as you edit
+	$(DOCS_ENV) $(BIN)/mkdocs serve
+
 clean:  ## remove the virtualenv, build output and caches
-	rm -rf $(VENV) build .pytest_cache .hypothesis
+	rm -rf $(VENV) build site .pytest_cache .hypothesis
 
 # --- image and simulation ------------------------------------------------------------------
 # The image builds with no network inside the build: docker/fetch-wheels.sh downloads, on this

@@ -313,12 +313,54 @@ def training_parts(farm: SshdFarm, tmp: Path, image: str, repeats: int) -> dict:
 
 
 def report(r: dict, repeats: int) -> str:
+    """B13's section from the results so far: the parts not measured yet are said to be missing."""
+    loads = r["load"]
+    parts = [f"""
+## B13 Telemetry: its cost, an idle GPU named, the launcher with 8 hosts
+
+{r['machine']}; `python bench/telemetry.py {repeats}`. This machine is shared with other agents'
+tests and trainers (2 cores; load average {loads.get('launcher', loads.get('start', float('nan'))):.1f} when the launcher part began):
+only figures within one part are compared."""]
+    if "overhead" in r:
+        parts.append(_training_text(r))
+    else:
+        parts.append("**Not measured yet**: what the sampler costs the training, and how soon an idle GPU is "
+                     "named (`python bench/telemetry.py 3 training`).")
+    parts.append(_launcher_text(r, repeats))
+    if "memory_mb" in r:
+        memory = r["memory_mb"]
+        parts.append(f"Its memory while 8 hosts were sampled for five minutes, every 30 s (MB): "
+                     f"{', '.join(f'{m:.1f}' for m in memory)}: what grows is the first 80 s of samples the rules keep "
+                     "per host (SPAN + 2 gaps), then it stays.")
+    else:
+        parts.append("**Not measured yet**: its memory over five minutes of 8 hosts (`python bench/telemetry.py 3 memory`).")
+    return "\n\n".join(parts) + "\n"
+
+
+def _training_text(r: dict) -> str:
     on, off = r["overhead"]["on"], r["overhead"]["off"]
     (m_on, s_on), (m_off, s_off) = summary(on), summary(off)
     cost = 1 - m_on / m_off
     sampler_share = r["overhead"]["sampler_cpu_s"] / max(r["overhead"]["container_cpu_s"], 1e-9)
     sampler_core = r["overhead"]["sampler_cpu_s"] / max(r["overhead"]["on_s"], 1e-9)
     lat = r["idle_to_warning_s"]
+    return f"""**What the sampler costs the training** (load {r['load_training']:.1f}; one sshd host on loopback,
+`small_cnn`, one worker held to 1 CPU, sampled every 1 s with a stand-in nvidia-smi of 2 GPUs; {len(on)} epochs
+sampled and {len(off)} not, in blocks of {BLOCK} interleaved in one run, the first epoch of each block dropped):
+the sampler's own CPU (its sh loop and everything it ran, from /proc) was **{sampler_core:.2%} of one
+core**, **{sampler_share:.2%}** of the CPU the training container used meanwhile: the most it can take
+from a step that is CPU-bound (goal ≤ 1 %). Training images/s per epoch, median (spread):
+{m_on:.0f} ({s_on:.0f}) sampled, {m_off:.0f} ({s_off:.0f}) not ({cost:+.1%}): on this crowded machine one
+epoch's speed varies several-fold from the next, far more than any difference the sampler could
+make, so this comparison bounds nothing here.
+
+**From a GPU going idle to the warning**: {len(lat)} times, the stand-in's utilisation written from
+90 % to 2 % while the host trained: the warning came after **{statistics.median(lat):.1f} s** (median;
+{min(lat):.1f}–{max(lat):.1f} s). The rule is "under 10 % for 60 s", so 60 s is its floor; the rest is
+the stand-in's own period (1 s), the sampler's (1 s) and the judge's pace (1 s)."""
+
+
+def _launcher_text(r: dict, repeats: int) -> str:
     rows = []
     for n, runs in r["launcher"].items():
         for mode in ("idle", "sampling"):
@@ -330,47 +372,22 @@ def report(r: dict, repeats: int) -> str:
                         f"{statistics.median(rss):.0f} | {statistics.median(samples):.1f} | "
                         + (f"{statistics.median(per_host):.2f} ({max(per_host) - min(per_host):.2f}) |" if mode == "sampling"
                            else "|"))
-    memory = r["memory_mb"]
-    loads = r["load"]
-    return f"""
-## B13 Telemetry: its cost, an idle GPU named, the launcher with 8 hosts
-
-{r['machine']}; `python bench/telemetry.py {repeats}`. This machine is shared with other agents'
-tests and trainers (2 cores; load average {loads['launcher']:.1f} when the launcher part began,
-{loads['memory']:.1f} for the memory part, {r['load_training']:.1f} while training): only figures
-within one part are compared.
-
-**What the sampler costs the training** (one sshd host on loopback, `small_cnn`, one worker held to
-1 CPU, sampled every 1 s with a stand-in nvidia-smi of 2 GPUs; {len(on)} epochs sampled and
-{len(off)} not, in blocks of {BLOCK} interleaved in one run, the first epoch of each block dropped):
-the sampler's own CPU (its sh loop and everything it ran, from /proc) was **{sampler_core:.2%} of one
-core**, **{sampler_share:.2%}** of the CPU the training container used meanwhile: the most it can take
-from a step that is CPU-bound (goal ≤ 1 %). Training images/s per epoch, median (spread):
-{m_on:.0f} ({s_on:.0f}) sampled, {m_off:.0f} ({s_off:.0f}) not ({cost:+.1%}): on this crowded machine one
-epoch's speed varies several-fold from the next, far more than any difference the sampler could
-make, so this comparison bounds nothing here. The launcher, here on the same 2 cores, is measured
-apart (below); on a laptop it takes nothing from the hosts.
-
-**From a GPU going idle to the warning**: {len(lat)} times, the stand-in's utilisation written from
-90 % to 2 % while the host trained: the warning came after **{statistics.median(lat):.1f} s** (median;
-{min(lat):.1f}–{max(lat):.1f} s). The rule is "under 10 % for 60 s", so 60 s is its floor; the rest is
-the stand-in's own period (1 s), the sampler's (1 s) and the judge's pace (1 s).
-
-**The launcher with 1 and 8 hosts sampling** (sshd hosts on loopback, stand-ins of 8 GPUs each,
-period 1 s; {repeats} repetitions of 60 s after 20 s to start; "idle": the same connections held, no
-sampler): the launcher's CPU (% of one core, all its threads; spread in brackets), its resident
+    return f"""**The launcher with 1 and 8 hosts sampling** (sshd hosts on loopback, stand-ins of 8 GPUs each,
+period 1 s; {len(next(iter(r['launcher'].values())))} repetitions of 60 s after 20 s to start; "idle": the same
+connections held, no sampler): the launcher's CPU (% of one core, all its threads; spread in brackets), its resident
 memory, the samples it took, and each host's sampler's own CPU (% of one core: the sh loop and what
-it ran; the stand-in's own CPU left out).
+it ran; the stand-in's own CPU left out; a negative figure is /proc's accounting of a child that ended between
+two readings).
 
 | hosts | launcher | CPU % (spread) | RSS MB | samples/s | sampler CPU % per host (spread) |
 |---:|---|---:|---:|---:|---:|
-{chr(10).join(rows)}
-
-Its memory while 8 hosts were sampled for five minutes, every 30 s (MB): {", ".join(f"{m:.1f}" for m in memory)}:
-what grows is the first 80 s of samples the rules keep per host (SPAN + 2 gaps), then it stays.
-"""
+{chr(10).join(rows)}"""
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--report"]:       # re-render docs/benchmarks.md from the last raw results
+        saved = json.loads((REPO / "docs" / "telemetry_bench.json").read_text())
+        write_section("telemetry", report(saved, len(next(iter(saved["launcher"].values())))))
+        raise SystemExit(0)
     main(int(sys.argv[1]) if len(sys.argv) > 1 else 3,
          sys.argv[2].split(",") if len(sys.argv) > 2 else ["launcher", "memory", "training"])

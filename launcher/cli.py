@@ -84,6 +84,47 @@ def validate(inventory_path: Path = InventoryOpt) -> None:
     _say(f"{inventory_path}: valid")
 
 
+@app.command("schema")
+def schema_cmd() -> None:
+    """Print the inventory's JSON Schema (every key, its type, default and description), for editors:
+    an inventory whose first line is `# yaml-language-server: $schema=<file>` gets completion and checks."""
+    from launcher.inventory.json_schema import text
+    sys.stdout.write(text())
+
+
+@app.command("init")
+def init_cmd(hosts: list[str] = typer.Argument(..., help="the hosts: host, user@host, host:port, or ~/.ssh/config aliases"),
+             output: Path = typer.Option(Path("inventory.yaml"), "--output", "-o", dir_okay=False,
+                                         help="the inventory to write (never overwritten)"),
+             cluster: str = typer.Option("lab", "--cluster", help="the cluster's name in it"),
+             user: Optional[str] = typer.Option(None, "--user", help="the login user on every host (default: "
+                                                "~/.ssh/config's, else yours)"),
+             identity_file: Optional[Path] = typer.Option(None, "--identity-file", dir_okay=False,
+                                                          help="the private key (default: the agent, ~/.ssh/config)"),
+             known_hosts: Optional[Path] = typer.Option(None, "--known-hosts", dir_okay=False,
+                                                        help="where host keys are checked (default ~/.ssh/known_hosts)"),
+             accept_new: bool = typer.Option(False, "--accept-new", help="record a host key seen for the first time "
+                                             "(default: strict, an unknown key is refused)"),
+             parallel: Optional[int] = ParallelOpt) -> None:
+    """Ask each host, over SSH and read-only, for its OS, Docker, GPUs, network interfaces and free disk,
+    and write a commented starter inventory for them (a file that exists is refused)."""
+    from launcher.bootstrap.init import SshOptions, init
+    from launcher.inventory.json_schema import schema_reference
+    from launcher.view import RichReporter
+    ssh = SshOptions(user, identity_file.absolute() if identity_file else None,
+                     known_hosts.absolute() if known_hosts else None, accept_new)
+    names = [f"h{i}" for i in range(len(hosts))]
+    with RichReporter(names) as rep:
+        written = init(hosts, output, cluster, ssh, schema_reference(output),
+                       "tfcompose init " + " ".join(hosts), rep, parallel)
+    for name, address, found in written.hosts:
+        gpus = f"{len(found.gpus)} GPU(s)" if found.gpus else "no GPU"
+        docker = f"Docker {found.engine_version}" if found.engine_version else "no Docker"
+        _say(f"{name} ({address}): {found.os_name}, {docker}, {gpus}" + (f", route via {found.route_nic}"
+                                                                          if found.route_nic else ""))
+    _say(f"wrote {written.path}; check it with `tfcompose validate -i {written.path}`")
+
+
 @app.command("render")
 def render_cmd(inventory_path: Path = InventoryOpt,
                output: Path = typer.Option(Path("build"), "--output", "-o", help="folder to write into"),

@@ -26,22 +26,22 @@ MAX_STEP = 1_000_000_000     # profile_steps: a training step number (a billion 
 
 
 class DatasetConfig(_Strict):
-    # Where images come from: an OASIS-style folder of class sub-folders, or generated in memory.
     kind: Literal["image_folder", "synthetic"] = field("synthetic", expected="'image_folder' or 'synthetic'")
-    # Training images, one sub-folder per class (image_folder only).
+    """Where images come from: an OASIS-style folder of class sub-folders, or generated in memory."""
     train_dir: Optional[str] = field(None, expected="a folder path", min_length=1)
-    # Validation images in the same layout; when absent, `validation_split` of train_dir is held out.
+    """Training images, one sub-folder per class (image_folder only)."""
     val_dir: Optional[str] = field(None, expected="a folder path", min_length=1)
-    # Fraction of train_dir held out for validation (seeded, stratified per class).
+    """Validation images in the same layout; when absent, `validation_split` of train_dir is held out."""
     validation_split: StrictFloatT = field(0.2, expected="a number between 0 and 1 (exclusive)", gt=0, lt=1)
-    # Images are resized to [height, width].
+    """Fraction of train_dir held out for validation (seeded, stratified per class)."""
     image_size: Tuple[StrictIntT, StrictIntT] = field((56, 56), expected="[height, width], each an integer 8–4096")
-    # grayscale (MRI slices) or rgb.
+    """Images are resized to [height, width]."""
     color_mode: Literal["grayscale", "rgb"] = field("grayscale", expected="'grayscale' or 'rgb'")
-    # synthetic only: number of classes.
+    """grayscale (MRI slices) or rgb."""
     classes: StrictIntT = field(4, expected="an integer 2–100", ge=2, le=100)
-    # synthetic only: training images per class (validation gets a quarter of that).
+    """synthetic only: number of classes."""
     per_class: StrictIntT = field(64, expected="an integer 4–100000", ge=4, le=100_000)
+    """synthetic only: training images per class (validation gets a quarter of that)."""
 
     @field_validator("image_size")
     @classmethod
@@ -59,14 +59,14 @@ class DatasetConfig(_Strict):
 
 class Range(_Strict):
     """A range a trial's value is sampled from: exactly one of these keys, `[low, high]`."""
-    # any number in [low, high]
     uniform: Optional[Tuple[StrictFloatT, StrictFloatT]] = field(None, expected="[low, high] with low < high")
-    # spread evenly in log scale (learning rates): low > 0
+    """any number in [low, high]"""
     log_uniform: Optional[Tuple[StrictFloatT, StrictFloatT]] = field(None, expected="[low, high] with 0 < low < high")
-    # a whole number in [low, high]
+    """spread evenly in log scale (learning rates): low > 0"""
     integer: Optional[Tuple[StrictIntT, StrictIntT]] = field(None, expected="[low, high], whole numbers, low < high")
-    # a whole number spread evenly in log scale (widths, batch sizes): low ≥ 1
+    """a whole number in [low, high]"""
     log_integer: Optional[Tuple[StrictIntT, StrictIntT]] = field(None, expected="[low, high], whole numbers, 1 ≤ low < high")
+    """a whole number spread evenly in log scale (widths, batch sizes): low ≥ 1"""
 
     @model_validator(mode="after")
     def _one_valid_range(self):
@@ -110,61 +110,62 @@ Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$
 
 
 class SearchConfig(_Strict):
-    # sync: every trial trained by all workers together. parallel: the hosts take trials from a
-    # queue on the chief one at a time, each host training its trial alone.
     mode: Literal["sync", "parallel"] = field("sync", expected="'sync' or 'parallel'")
-    # grid: every combination of the lists below, in order (the default; names like
-    # `small_cnn@lr=0.01,bs=16`). random or tpe (Optuna's Bayesian sampler): `trials` draws from
-    # the lists and ranges.
+    """sync: every trial trained by all workers together. parallel: the hosts take trials from a queue on the chief
+    one at a time, each host training its trial alone."""
     sampler: Literal["grid", "random", "tpe"] = field("grid", expected="'grid', 'random' or 'tpe'")
-    # How many trials: random and tpe need it; for a grid, at most its number of combinations.
+    """grid: every combination of the lists below, in order (the default; names like `small_cnn@lr=0.01,bs=16`).
+    random or tpe (Optuna's Bayesian sampler): `trials` draws from the lists and ranges."""
     trials: Optional[StrictIntT] = field(None, expected="an integer 1–10000", ge=1, le=10_000)
-    # The sampler's seed (default: the trainer's seed).
+    """How many trials: random and tpe need it; for a grid, at most its number of combinations."""
     seed: Optional[StrictIntT] = field(None, expected="an integer 0–2147483647", ge=0, le=2**31 - 1)
-    # Learning rates: a list (every one, in a grid), or a range to sample.
-    learning_rates: Optional[List[Annotated[float, Field(gt=0, le=10)]]] = field(
+    """The sampler's seed (default: the trainer's seed)."""
+    learning_rates: Optional[List[Annotated[StrictFloatT, Field(gt=0, le=10)]]] = field(
         None, expected="a list of learning rates, each > 0 and ≤ 10", min_length=1, max_length=50)
+    """Learning rates: a list (every one, in a grid), or a range to sample."""
     learning_rate: Optional[Param] = field(None, expected=PARAM)
-    # Images per replica: a list, or a range to sample.
+    """A learning rate to sample (random, tpe) or choose from: a list, or a range like {log_uniform: [1.0e-4, 1.0e-1]}."""
     batch_per_replica: Optional[Union[Annotated[List[Annotated[StrictIntT, Field(ge=1, le=65536)]], Field(
         min_length=1, max_length=50)], Range]] = field(None, expected="a list of batch sizes, each an integer 1–65536, "
                                                        "or a range like {log_integer: [16, 128]}")
-    # Each candidate's own hyperparameters: a built-in's `width` or `dropout`, a builder's
-    # keyword arguments; a list or a range each.
+    """Images per replica: a list, or a range to sample."""
     hyperparameters: dict[CandidateName, dict[Identifier, Param]] = field(
         {}, expected="a mapping of candidate → {argument: " + PARAM + "}")
-    # Stop a trial after this many epochs without a better val_accuracy (best weights kept).
+    """Each candidate's own hyperparameters: a built-in's `width` or `dropout`, a builder's keyword arguments; a list
+    or a range each."""
     patience: Optional[StrictIntT] = field(None, expected="an integer ≥ 1", ge=1, le=100_000)
-    # Stop trials that fall behind: asha (successive halving, asynchronous) or hyperband, judged
-    # on val_accuracy after min_epochs, min_epochs × reduction_factor, … epochs.
+    """Stop a trial after this many epochs without a better val_accuracy (best weights kept)."""
     pruner: Literal["none", "asha", "hyperband"] = field("none", expected="'none', 'asha' or 'hyperband'")
+    """Stop trials that fall behind: asha (successive halving, asynchronous) or hyperband, judged on val_accuracy
+    after min_epochs, min_epochs × reduction_factor, … epochs."""
     min_epochs: StrictIntT = field(1, expected="an integer ≥ 1", ge=1, le=100_000)
-    # The epochs a trial that is never pruned trains (default: `epochs`).
+    """The first rung: the epochs a trial trains before the pruner first judges it."""
     max_epochs: Optional[StrictIntT] = field(None, expected="an integer ≥ 1", ge=1, le=100_000)
-    # Of the trials reaching a rung, the top 1/reduction_factor go on.
+    """The epochs a trial that is never pruned trains (default: `epochs`)."""
     reduction_factor: StrictIntT = field(3, expected="an integer 2–10", ge=2, le=10)
-    # parallel: the chief's study port (the hosts reach it there) and how long a host may be
-    # silent before its trial is handed to another host.
+    """Of the trials reaching a rung, the top 1/reduction_factor go on."""
     port: StrictIntT = field(2223, expected="an integer 1–65535", ge=1, le=65535)
+    """parallel: the chief's trial queue's port (every host reaches it there; open it between the hosts only)."""
     lost_after_s: StrictFloatT = field(120.0, expected="a number of seconds 5–86400", ge=5, le=86400)
-    # Where the study is, written by the launcher in parallel mode: `serve` on the chief, the
-    # chief's `address:port` elsewhere.
+    """parallel: how long a host may be silent before its trial is handed to another host."""
     queue: Optional[Annotated[str, StringConstraints(pattern=r"^(serve|[A-Za-z0-9.:\[\]-]{1,300})$")]] = field(
         None, expected="'serve' or the chief's address:port")
-    # The cluster's host names, written by the launcher on the chief: the queue answers these only.
+    """Where the study is, written by the launcher in parallel mode: `serve` on the chief, the chief's `address:port`
+    elsewhere."""
     hosts: Optional[List[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")]]] = field(
         None, expected="a list of host names", min_length=1, max_length=10_000)
-    # Each host's address, written by the launcher on the chief: a call naming a host must come from
-    # it, and the queue listens on the chief's own.
+    """The cluster's host names, written by the launcher on the chief: the queue answers these only."""
     addresses: Optional[dict[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")],
                              Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9.:\[\]-]{1,253}$")]]] = field(
         None, expected="a mapping of host name → address")
-    # The run's key (the chief) or this host's (the others), written by the launcher beside the run's
-    # folders: every call to the queue carries its proof (trainer/wire.py). A path, never the key.
+    """Each host's address, written by the launcher on the chief: a call naming a host must come from it, and the
+    queue listens on the chief's own."""
     key_file: Optional[Annotated[str, StringConstraints(pattern=r"^/[^\x00-\x1f]{0,4095}$")]] = field(
         None, expected="an absolute path")
-    # The trials this host trains (static placement, before the queue); default: all.
+    """The run's key (the chief) or this host's (the others), written by the launcher beside the run's folders: every
+    call to the queue carries its proof (trainer/wire.py). A path, never the key."""
     only: Optional[List[str]] = field(None, expected="a list of trial names", min_length=1)
+    """The trials this host trains (static placement, before the queue); default: all."""
 
     @property
     def uses_study(self) -> bool:
@@ -181,67 +182,68 @@ LINK_EXPECTED = "a number of Mbit/s from 0.01 to 1,000,000"
 
 
 class AllreduceConfig(_Strict):
-    # The number format the gradients cross the network in (cast before the all-reduce, back to
-    # float32 after): bfloat16 and float16 halve the bytes; float16 is scaled so small gradients survive.
     dtype: Optional[Literal["float32", "bfloat16", "float16"]] = field(
         None, expected="'float32', 'bfloat16' or 'float16'")
-    # Sum this many steps' gradients on each worker, then all-reduce and update once (N× the global batch).
+    """The number format the gradients cross the network in (cast before the all-reduce, back to float32 after):
+    bfloat16 and float16 halve the bytes; float16 is scaled so small gradients survive."""
     every: Optional[StrictIntT] = field(None, expected="an integer 1–1024", ge=1, le=1024)
-    # Pick dtype and every (those not written here) from the measured link: all-reduce ≤ 10 % of a step.
+    """Sum this many steps' gradients on each worker, then all-reduce and update once (N× the global batch)."""
     auto: bool = field(False, expected="true or false", strict=True)
-    # The slowest host-to-host link, Mbit/s: written by `up` from preflight's links check (auto's input).
+    """Pick dtype and every (those not written here) from the measured link: all-reduce ≤ 10 % of a step."""
     link_mbit_s: Optional[Annotated[StrictFloatT, Field(ge=LINK_MBIT_S[0], le=LINK_MBIT_S[1])]] = field(
         None, expected=LINK_EXPECTED)
+    """The slowest host-to-host link, Mbit/s: written by `up` from preflight's links check (auto's input)."""
 
 
 class TrainConfig(_Strict):
-    # The images to train and validate on.
     dataset: DatasetConfig = field(DatasetConfig(), expected="a mapping")
-    # Architectures to compare: registry names or `module:function` import paths.
+    """The images to train and validate on."""
     candidates: List[CandidateName] = field(["small_cnn"], min_length=1, expected=(
         "a non-empty list of candidate names like 'small_cnn' or 'package.module:function', each once; "
         "built in: " + ", ".join(BUILTIN_CANDIDATES)))
-    # Search space, early stopping, and sync or parallel placement of the trials.
+    """Architectures to compare: registry names or `module:function` import paths."""
     search: SearchConfig = field(SearchConfig(), expected="a mapping")
-    # Passes over the training set per candidate.
+    """Search space, early stopping, and sync or parallel placement of the trials."""
     epochs: StrictIntT = field(2, expected="an integer ≥ 1", ge=1, le=100_000)
-    # Images per replica per step; the global batch is this × replicas.
+    """Passes over the training set per candidate."""
     batch_per_replica: StrictIntT = field(32, expected="an integer 1–65536", ge=1, le=65536)
-    # Adam learning rate.
+    """Images per replica per step; the global batch is this × replicas."""
     learning_rate: StrictFloatT = field(1e-3, expected="a number > 0 and ≤ 10", gt=0, le=10)
-    # Pretrained weights for keras.applications candidates: none (train from scratch) or imagenet.
+    """Adam learning rate."""
     weights: Literal["none", "imagenet"] = field("none", expected="'none' or 'imagenet'")
-    # Seed for shuffling, the validation split and weight initialisation.
+    """Pretrained weights for keras.applications candidates: none (train from scratch) or imagenet."""
     seed: StrictIntT = field(42, expected="an integer 0–2147483647", ge=0, le=2**31 - 1)
-    # Where results.json, history/, best_model.keras, tensorboard/ and backup/ go.
+    """Seed for shuffling, the validation split and weight initialisation."""
     results_dir: str = field("/results", expected="a folder path", min_length=1)
-    # BackupAndRestore folder (default <results_dir>/backup); resuming needs the chief's copy.
+    """Where results.json, history/, best_model.keras, tensorboard/ and backup/ go."""
     backup_dir: Optional[str] = field(None, expected="a folder path", min_length=1)
-    # auto: multi_worker when TF_CONFIG names >1 task, mirrored for several local GPUs, else one_device.
+    """BackupAndRestore folder (default <results_dir>/backup); resuming needs the chief's copy."""
     strategy: Literal["auto", "multi_worker", "mirrored", "one_device"] = field(
         "auto", expected="'auto', 'multi_worker', 'mirrored' or 'one_device'")
-    # Number format of the layers' computations (weights stay float32): mixed_float16 for GPUs
-    # with tensor cores (loss scaling is applied for you), mixed_bfloat16 for recent GPUs, TPUs
-    # and CPUs with bfloat16 support; the final softmax always runs in float32.
+    """auto: multi_worker when TF_CONFIG names >1 task, mirrored for several local GPUs, else one_device."""
     precision: Literal["float32", "mixed_float16", "mixed_bfloat16"] = field(
         "float32", expected="'float32', 'mixed_float16' or 'mixed_bfloat16'")
-    # Trace training steps [first, last) of the first trial with the TensorFlow profiler, on every
-    # worker, into <results_dir>/profile/<task>/ (open with TensorBoard's profile plugin, or
-    # bench/lockstep.py): where a step's time goes, and what lockstep adds to it.
+    """Number format of the layers' computations (weights stay float32): mixed_float16 for GPUs with tensor cores
+    (loss scaling is applied for you), mixed_bfloat16 for recent GPUs, TPUs and CPUs with bfloat16 support; the final
+    softmax always runs in float32."""
     profile_steps: Optional[tuple[StrictIntT, StrictIntT]] = field(
         None, expected=f"two step numbers [first, last) with 0 ≤ first < last ≤ {MAX_STEP:,}")
-    # The loss and accuracy handed to callbacks after each training step: local (each worker's own
-    # running means; read across the workers once at the end of every epoch and evaluation, which
-    # is what is logged) or all_workers (tf_keras's own way: read across the workers after every
-    # step, several small all-reduces per step, for a per-step callback that needs the global values).
+    """Trace training steps [first, last) of the first trial with the TensorFlow profiler, on every worker, into
+    <results_dir>/profile/<task>/ (open with TensorBoard's profile plugin, or bench/lockstep.py): where a step's time
+    goes, and what lockstep adds to it."""
     step_metrics: Literal["local", "all_workers"] = field("local", expected="'local' or 'all_workers'")
-    # Gradient all-reduce: wire dtype, accumulation over steps, or auto from the measured link
-    # (`allreduce: auto` is short for {auto: true}; trainer/allreduce.py).
-    allreduce: AllreduceConfig = field(AllreduceConfig(), expected="a mapping (dtype, every, auto) or auto")
-    # Collective implementation: auto = NCCL when GPUs are present, RING otherwise.
+    """The loss and accuracy handed to callbacks after each training step: local (each worker's own running means;
+    read across the workers once at the end of every epoch and evaluation, which is what is logged) or all_workers
+    (tf_keras's own way: read across the workers after every step, several small all-reduces per step, for a per-step
+    callback that needs the global values)."""
+    allreduce: AllreduceConfig = field(AllreduceConfig(), expected="a mapping (dtype, every, auto) or auto",
+                                      shorthand="auto")
+    """Gradient all-reduce: wire dtype, accumulation over steps, or auto from the measured link (`allreduce: auto` is
+    short for {auto: true}; trainer/allreduce.py)."""
     communication: Literal["auto", "ring", "nccl"] = field("auto", expected="'auto', 'ring' or 'nccl'")
-    # Seconds to wait for every peer to join before naming the missing ones and exiting.
+    """Collective implementation: auto = NCCL when GPUs are present, RING otherwise."""
     join_timeout_s: StrictFloatT = field(300.0, expected="a number of seconds 1–86400", ge=1, le=86400)
+    """Seconds to wait for every peer to join before naming the missing ones and exiting."""
 
     @field_validator("profile_steps")
     @classmethod

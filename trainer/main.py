@@ -26,6 +26,11 @@ SHORTCUTS = {  # flag → config field; every other field through --set key=valu
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    return parser().parse_args(argv)
+
+
+def parser() -> argparse.ArgumentParser:
+    """`python -m trainer`'s flags (the docs' trainer reference is written from it)."""
     p = argparse.ArgumentParser(prog="python -m trainer", description="MultiWorkerMirroredStrategy model search.")
     p.add_argument("--config", help="train.yaml (defaults apply to what it leaves out)")
     for flag in SHORTCUTS:
@@ -34,7 +39,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any field, e.g. --set dataset.image_size=[32,32] (value parsed as YAML)")
     p.add_argument("--debug", action="store_true", help="show a traceback on failure")
-    return p.parse_args(argv)
+    return p
 
 
 def overrides_from(args: argparse.Namespace) -> list[tuple[str, object]]:
@@ -189,6 +194,8 @@ def run(cfg: TrainConfig, info: ClusterInfo) -> int:
     for candidate, values in cfg.search.hyperparameters.items():
         models.check_hyperparameters(candidate, values)   # so does an argument a builder does not take
     gpus = strategy_mod.check_gpus(os.environ.get("TFC_EXPECT_GPUS"))
+    if not gpus:        # said in the kit's words; TensorFlow's own CUDA lines are filtered (trainer/quiet.py)
+        log(f"[{info.task_name}] no GPU on this host: training on CPU")
     strategy = strategy_mod.build(cfg, info, gpus, log)
     replicas = strategy.num_replicas_in_sync
     if cfg.search.mode == "parallel":

@@ -20,7 +20,7 @@ from trainer.errors import BadInput
 class StrictModel(BaseModel):
     """Unknown keys are errors (a typo must not be ignored) and a validated value is frozen."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 # Strict scalars: YAML's `true` must not pass as 1, nor "3" as 3.
@@ -28,10 +28,14 @@ StrictIntT = Annotated[int, Strict()]
 StrictFloatT = Annotated[float, Strict()]
 
 
-def field(default: Any = ..., *, expected: str, secret: bool = False, **kw: Any) -> Any:
+def field(default: Any = ..., *, expected: str, secret: bool = False, shorthand: Any = None, **kw: Any) -> Any:
     """A pydantic Field whose error message says `Expected <expected>.`; a `secret` one (a URI that
-    may hold a password) never says what it received."""
-    return Field(default, json_schema_extra={"expected": expected, **({"secret": True} if secret else {})}, **kw)
+    may hold a password) never says what it received; `shorthand`: a value a `mode="before"`
+    validator of the model turns into the field's type (`allreduce: auto`), which the JSON Schema
+    must accept too (launcher/inventory/json_schema.py)."""
+    extra = {"expected": expected, **({"secret": True} if secret else {}),
+             **({"shorthand": shorthand} if shorthand is not None else {})}
+    return Field(default, json_schema_extra=extra, **kw)
 
 
 @dataclass(frozen=True)

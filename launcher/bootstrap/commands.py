@@ -23,8 +23,9 @@ from launcher.bootstrap.facts import PROBE, STATE_DIR
 LOG_READ = 64 << 10          # what one look at the install's log reads at most
 
 
-def probe(workdir: str, data_dir: str) -> list[str]:
-    return ["sh", "-c", PROBE, "sh", workdir, data_dir, STATE_DIR]
+def probe(workdir: str, data_dir: str, peer: str = "") -> list[str]:
+    """What the host is (facts.PROBE); `peer`: an address whose route names the cluster's interface."""
+    return ["sh", "-c", PROBE, "sh", workdir, data_dir, STATE_DIR, peer]
 
 
 def dpkg_status() -> list[str]:

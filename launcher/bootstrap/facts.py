@@ -1,4 +1,5 @@
-"""What a host is, read once: the probe `tfcompose bootstrap` runs on each host and its parser.
+"""What a host is, read once: the probe `tfcompose bootstrap` and `tfcompose init` run on each host,
+and its parser.
 
 The probe is one POSIX shell script run as the SSH user (dash on Ubuntu, so nothing bash-only).
 It changes nothing; where the user cannot see something (the engine of a user not yet in the
@@ -23,13 +24,15 @@ VALUE_LIMIT = 300           # one value, after it is made printable
 REPEATED_LIMIT = 64         # lines of a repeated key (GPUs, packages, apt sources)
 STATE_DIR = "/var/log/tfcompose-bootstrap"     # the install's log, status and pid on the host (commands.py)
 
-# The probe. $1: the workdir, $2: the data_dir to make (or ''), $3: the state folder.
+# The probe. $1: the workdir, $2: the data_dir to make (or ''), $3: the state folder, $4: a peer's
+# address (or ''), whose route names the interface the cluster's traffic leaves by.
 PROBE = r"""
 LC_ALL=C; export LC_ALL
 say() { printf '%s=%s\n' "$1" "$(printf '%s' "$2" | tr '\n\r' '  ' | cut -c1-400)"; }
 osf() { sed -n "s/^$1=//p" /etc/os-release 2>/dev/null | head -n 1 | tr -d '"'"'"; }
 say os_id "$(osf ID)"; say os_version "$(osf VERSION_ID)"; say os_codename "$(osf VERSION_CODENAME)"
 say os_name "$(osf PRETTY_NAME)"
+say hostname "$(hostname 2>/dev/null || cat /etc/hostname 2>/dev/null)"
 say arch "$(dpkg --print-architecture 2>/dev/null || uname -m)"
 say foreign_archs "$(dpkg --print-foreign-architectures 2>/dev/null | tr '\n' ' ')"
 say user "$(id -un)"; say uid "$(id -u)"; say home "$HOME"
@@ -83,7 +86,7 @@ n=0; for d in /sys/bus/pci/devices/*; do
   case "$(cat "$d/class" 2>/dev/null)" in 0x03*) n=$((n + 1));; esac
 done; say gpu_pci "$n"
 if command -v nvidia-smi >/dev/null 2>&1; then
-  if out=$(timeout 30 nvidia-smi --query-gpu=driver_version,name --format=csv,noheader 2>&1); then say nvidia_smi ok
+  if out=$(timeout 30 nvidia-smi --query-gpu=driver_version,name,memory.total --format=csv,noheader 2>&1); then say nvidia_smi ok
   else say nvidia_smi failed; fi
   printf '%s\n' "$out" | head -n 16 | while IFS= read -r l; do say nvidia_said "$l"; done
 else say nvidia_smi missing; fi
@@ -101,6 +104,10 @@ say free_apt "$(free_at /var/cache/apt/archives)"; say free_usr "$(free_at /usr)
 folder() { if [ -z "$1" ]; then echo none; elif [ -d "$1" ] && [ -w "$1" ]; then echo writable
   elif [ -e "$1" ]; then echo not-writable; else echo absent; fi; }
 say workdir "$(folder "$1")"; say data_dir "$(folder "$2")"
+for d in /sys/class/net/*; do n=${d##*/}; [ -e "$d" ] || continue
+  a=$(ip -o -4 addr show dev "$n" 2>/dev/null | awk '{print $4; exit}')
+  say nic "$n $(cat "$d/operstate" 2>/dev/null || echo unknown) $(cat "$d/speed" 2>/dev/null || echo -) ${a:--}"; done
+if [ -n "${4:-}" ] && command -v ip >/dev/null 2>&1; then say route "$(ip -o route get "$4" 2>/dev/null | head -n 1)"; fi
 say end probe
 """
 
@@ -113,7 +120,7 @@ KEYS = {
     "apt_lists": 1, "source": REPEATED_LIMIT, "source822": REPEATED_LIMIT, "reboot": 1, "reboot_pkgs": 1,
     "kernel": 1, "gpu_pci": 1, "nvidia_smi": 1, "nvidia_said": 16, "nvidia_module": 1, "nvidia_ctk": 1,
     "dkms_nvidia": 1, "secure_boot": 1, "free_docker": 1, "free_apt": 1, "free_usr": 1,
-    "free_home": 1, "workdir": 1, "data_dir": 1, "end": 1,
+    "free_home": 1, "workdir": 1, "data_dir": 1, "end": 1, "hostname": 1, "nic": 32, "route": 1,
 }
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9+.~-]{0,99}$")             # a Debian package name
@@ -139,6 +146,17 @@ class Package:
 class Gpu:
     driver: str
     name: str
+    memory_mib: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Nic:
+    """A network interface: its name, state (up, down…), link speed (Mbit/s, when the driver says)
+    and IPv4 address with its prefix."""
+    name: str
+    state: str
+    speed_mbit: Optional[int]
+    address: str = ""
 
 
 @dataclass(frozen=True)
@@ -198,6 +216,9 @@ class Facts:
     secure_boot: Optional[bool] = None
     free_kb: dict = field(default_factory=dict)        # docker | apt | usr | home → KiB free (None: unknown)
     folders: dict = field(default_factory=dict)        # workdir | data_dir → writable | absent | not-writable | none
+    hostname: str = ""
+    nics: tuple[Nic, ...] = ()
+    route_nic: str = ""                # the interface the route to the peer asked about leaves by
     complete: bool = False             # the probe ran to its end
 
     @property
@@ -255,6 +276,8 @@ def parse(text: str) -> Facts:
         free_kb={k: _int(one.get(f"free_{k}")) for k in ("docker", "apt", "usr", "home")},
         folders={k: one.get(k) if one.get(k) in ("writable", "absent", "not-writable", "none") else "unknown"
                  for k in ("workdir", "data_dir")},
+        hostname=_word(one.get("hostname"), r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}", ""), nics=_nics(raw.get("nic", [])),
+        route_nic=_route_nic(one.get("route", "")),
         complete=one.get("end") == "probe")
 
 
@@ -320,12 +343,38 @@ def _locks(lines: list[str]) -> tuple[LockHolder, ...]:
 
 
 def _gpus(lines: list[str]) -> tuple[Gpu, ...]:
+    """`driver, name[, memory MiB]` per GPU (the memory only when nvidia-smi was asked for it)."""
     gpus = []
     for line in lines:
-        driver, sep, name = line.partition(",")
-        if sep and DRIVER.fullmatch(driver.strip()):
-            gpus.append(Gpu(driver.strip(), name.strip()[:80]))
+        driver, sep, rest = line.partition(",")
+        if not (sep and DRIVER.fullmatch(driver.strip())):
+            continue
+        name, comma, memory = rest.rpartition(",")
+        size = re.fullmatch(r"\s*(\d{1,7}) MiB\s*", memory) if comma else None
+        gpus.append(Gpu(driver.strip(), (name if size else rest).strip()[:80], int(size.group(1)) if size else None))
     return tuple(gpus)
+
+
+NIC_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,30}$")
+
+
+def _nics(lines: list[str]) -> tuple[Nic, ...]:
+    """`name state speed address` lines; a speed the driver does not know (-1, -) is None."""
+    found = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) != 4 or not NIC_NAME.match(parts[0]) or not re.fullmatch(r"[a-z]{1,20}", parts[1]):
+            continue
+        speed = int(parts[2]) if re.fullmatch(r"[0-9]{1,7}", parts[2]) and int(parts[2]) > 0 else None
+        address = parts[3] if re.fullmatch(r"[0-9.]{7,15}/[0-9]{1,2}", parts[3]) else ""
+        found.append(Nic(parts[0], parts[1], speed, address))
+    return tuple(found)
+
+
+def _route_nic(route: str) -> str:
+    """The `dev` of `ip -o route get`'s line."""
+    match = re.search(r"\bdev\s+(\S+)", route)
+    return match.group(1) if match and NIC_NAME.match(match.group(1)) else ""
 
 
 def _secure_boot(text: str) -> Optional[bool]:

@@ -12,7 +12,7 @@ SECONDS = {
     "test_hostile.py": 250, "test_jump_lab.py": 150, "test_simulation.py": 200, "test_telemetry.py": 200,
     "test_search.py": 180, "test_slurm.py": 60, "test_allreduce.py": 110, "test_cluster_faults.py": 150,
     "test_byo.py": 50, "test_trainer_faults.py": 125, "test_leases.py": 120, "test_dataset_sync.py": 110,
-    "test_tracking.py": 100, "test_tensorboard.py": 100, "test_trainer_cluster.py": 90,
+    "test_tracking.py": 100, "test_tensorboard.py": 100, "test_trainer_cluster.py": 90, "test_init.py": 20,
 }
 
 

@@ -8,7 +8,8 @@ by ", ", numbers without units, a field the GPU does not report as `[N/A]` or `[
 
     0, 87, 10240, 16384, 215.43, 71
 
-With `-lms N` it prints every GPU's line again every N ms until it is killed; `-L` lists the
+Asked `--query-gpu=driver_version,name,memory.total` (what `tfcompose bootstrap` and `init` ask), one
+line per GPU: `550.54.15, Stand-in GPU, 16384 MiB`. With `-lms N` it prints every GPU's line again every N ms until it is killed; `-L` lists the
 GPUs (`GPU 0: … (UUID: GPU-…)`), which preflight counts. `--id=0,2` limits the GPUs (two unless
 `install` was given another count).
 
@@ -32,6 +33,7 @@ ids=$(cat "$me.ids" 2>/dev/null || echo 0,1)
 for arg in "$@"; do
   case $arg in
     -L) for i in $(echo "$ids" | tr , ' '); do echo "GPU $i: Stand-in GPU (UUID: GPU-0000000$i-stand-in)"; done; exit 0;;
+    --query-gpu=driver_version*) for i in $(echo "$ids" | tr , ' '); do echo "550.54.15, Stand-in GPU, 16384 MiB"; done; exit 0;;
     --id=*) ids=${arg#--id=};;
     -lms) next=ms;;
     *) [ "${next:-}" = ms ] && ms=$arg; next=;;

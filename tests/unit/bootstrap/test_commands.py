@@ -78,5 +78,6 @@ def test_looking_at_the_install_reads_its_log_from_an_offset_up_to_its_size(tmp_
 
 
 def test_the_probe_and_every_command_quote_their_values():
-    argv = commands.probe("/opt/a b;reboot", "")
-    assert shlex.split(quote_command(argv))[-3] == "/opt/a b;reboot"
+    argv = commands.probe("/opt/a b;reboot", "", "10.0.0.2;reboot")
+    assert shlex.split(quote_command(argv))[-4] == "/opt/a b;reboot"
+    assert shlex.split(quote_command(argv))[-1] == "10.0.0.2;reboot"

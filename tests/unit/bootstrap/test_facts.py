@@ -145,3 +145,24 @@ def test_the_probe_is_posix_shell_and_reads_this_machine(tmp_path):
     f = parse(done.stdout)
     assert f.complete and f.os_id != "unknown" and f.folders == {"workdir": "absent", "data_dir": "none"}
     assert not (tmp_path / "work").exists()
+
+
+def test_the_gpus_memory_the_nics_and_the_route_init_asks_for():
+    found = facts.parse("hostname=gpu-a\nnvidia_smi=ok\nnvidia_said=550.54.15, NVIDIA L4, 23034 MiB\n"
+                        "nvidia_said=470.82.01, NVIDIA T4\n"           # an older answer, without memory
+                        "nic=eth0 up 10000 10.0.0.5/24\nnic=lo unknown - 127.0.0.1/8\nnic=wlan0 down -1 -\n"
+                        "route=10.0.0.6 dev eth0 src 10.0.0.5 uid 1000\nend=probe\n")
+    assert [(g.name, g.memory_mib) for g in found.gpus] == [("NVIDIA L4", 23034), ("NVIDIA T4", None)]
+    assert [(n.name, n.state, n.speed_mbit, n.address) for n in found.nics] == [
+        ("eth0", "up", 10000, "10.0.0.5/24"), ("lo", "unknown", None, "127.0.0.1/8"), ("wlan0", "down", None, "")]
+    assert found.route_nic == "eth0" and found.hostname == "gpu-a"
+
+
+def test_nics_and_routes_a_host_made_up_are_dropped():
+    found = facts.parse("hostname=a b\nnic=eth0;reboot up 1000 -\nnic=\x1b[31meth0 up 1000 -\nnic=eth0 up 99999999 1.2.3.4/8\n"
+                        "nic=" + "x" * 40 + " up 1 -\nroute=1.2.3.4 dev $(reboot)\nend=probe\n" + "nic=e1 up 1 -\n" * 40)
+    assert found.hostname == "" and found.route_nic == ""
+    names = [n.name for n in found.nics]
+    assert len(names) <= 32 and all(facts.NIC_NAME.match(n) and "\x1b" not in n for n in names)
+    assert "eth0;reboot" not in names and "x" * 40 not in names and names.count("e1") >= 20
+    assert [n.speed_mbit for n in found.nics if n.address == "1.2.3.4/8"] == [None]    # 99999999 Mbit/s is no speed

@@ -1,0 +1,1 @@
+"""The documentation site's generated parts and its checks (docs/, mkdocs.yml)."""
