@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from launcher.files import REPO
-from support.bare import BareLab, available, make_tree
+from support.bare import BareLab, available, make_tree, resolver_image
 from support.cluster import cli, labelled
 from support.common import require
 from support.digits import write_digits
@@ -142,7 +142,7 @@ def test_a_host_with_no_route_is_made_ready_from_a_bundle_sent_from_here(lab, tm
     cut_off = b2.sh("timeout 20 apt-get -q update 2>&1; ip route 2>/dev/null; true").stdout
     assert "Failed to fetch" in cut_off or "unreachable" in cut_off.lower() or "Temporary failure" in cut_off, cut_off
     inv = inventory(lab, tmp_path, [b2], bootstrap={"offline": True,
-                                                    "resolver_images": {"debian-12": "offline-base-rootfs:bookworm"}})
+                                                    "resolver_images": {"debian-12": resolver_image()}})
     code, out, err = cli(capsys, "bootstrap", "-i", str(inv), "--yes")
     assert code == 0, out + err
     assert "b2: ready in " in out and "  offline: " in out and " .deb file(s), " in out, out

@@ -137,6 +137,21 @@ def make_tree(out: Path | None = None, image: str = TREE_IMAGE) -> Path:
     return out
 
 
+RESOLVER_IMAGE = "tfc-test-debian12:tree"      # tfc-test-*: removed by the run's keeper at its end
+
+
+def resolver_image() -> str:
+    """A Debian 12 image for the offline resolution (bootstrap.resolver_images), imported from the
+    bare hosts' own tree, so the test needs no image only CI's set-up builds (a user's clone stands
+    alone). Imported once per run; the run's keeper removes it."""
+    from support.rigs import locked
+    tree = make_tree()          # takes the tree's lock itself (flock: a second hold would wait on the first)
+    with locked(TREE_CACHE / "resolver-image.lock"):
+        if subprocess.run(["docker", "image", "inspect", RESOLVER_IMAGE], capture_output=True).returncode != 0:
+            subprocess.run(["docker", "import", str(tree), RESOLVER_IMAGE], check=True, capture_output=True)
+    return RESOLVER_IMAGE
+
+
 def tree_from_image(image: str, out: Path) -> None:
     name = f"tfc-bare-tree-{os.getpid()}"
     subprocess.run(["docker", "rm", "-f", name], capture_output=True)
