@@ -35,6 +35,10 @@ def pytest_collection_modifyitems(config, items):
     lanes.heaviest_first(items)       # with two lanes, the longest modules start first (support/lanes.py)
 
 
+def pytest_xdist_node_collection_finished(node, ids):
+    lanes.check_grouped(node.config, ids)     # each module stays whole on one lane, or the run stops
+
+
 @pytest.fixture(autouse=True)
 def own_state(tmp_path):
     """What tfcompose remembers on this machine (which data_dirs it filled) stays in the test's

@@ -37,3 +37,13 @@ def heaviest_first(items: list) -> None:
             item.add_marker(pytest.mark.xdist_group(module.rsplit("/", 1)[-1]))
     items.sort(key=lambda item: (item.nodeid.split("::", 1)[0] in FILLERS, -weight(item.nodeid),
                                  first_seen[item.nodeid.split("::", 1)[0]]))
+
+
+def check_grouped(config, ids: list) -> None:
+    """On the controller, when a lane has collected: with --dist loadgroup, each grouped test's id
+    carries its group (`…@test_x.py`). Without that suffix the modules would be split between the
+    lanes, and two lanes would build the same module's labs on the same subnets at once: refuse."""
+    import pytest
+    if config.getvalue("dist") == "loadgroup" and ids and not any("@" in i.rsplit("]", 1)[-1] for i in ids):
+        raise pytest.UsageError("--dist loadgroup: no test id carries its group (pytest-xdist and this pytest "
+                                "do not agree; pyproject pins pytest<9): modules would be split between lanes")
