@@ -212,7 +212,7 @@ documents = st.one_of(values, st.fixed_dictionaries({"cluster": values, "hosts":
                                                     optional={k: values for k in ("ssh", "defaults", "train", "image")}))
 
 
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def load_or_bad_input(path) -> None:

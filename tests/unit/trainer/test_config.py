@@ -1,6 +1,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import pytest
@@ -115,16 +116,40 @@ def test_the_trainer_corpus_is_large_enough():
     assert len(BAD_INPUTS) >= 15
 
 
-@pytest.mark.parametrize("case", BAD_INPUTS, ids=[p.stem for p in BAD_INPUTS])
-def test_bad_trainer_input_exits_2_with_one_line_before_anything_starts(case, tmp_path):
+def case_input(case):
+    """A corpus case: its arguments and its TF_CONFIG (or None), and the one line it must get."""
     config, tfconfig = case.with_suffix(".yaml"), case.with_suffix(".tfconfig")
     args = ["--config", str(config)] if config.exists() else []
-    env = {"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    if tfconfig.exists():
-        env["TF_CONFIG"] = tfconfig.read_text()
+    expected = case.read_text().strip().replace("{f}", str(config))
+    return args, (tfconfig.read_text() if tfconfig.exists() else None), f"tfcompose trainer: {expected}"
+
+
+def test_bad_trainer_input_through_python_m_trainer_exits_2_with_one_line(tmp_path):
+    """The first case as a user meets it: `python -m trainer` (with its stderr filter) in a process."""
+    args, tf_config, line = case_input(BAD_INPUTS[0])
+    env = {"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "2", **({"TF_CONFIG": tf_config} if tf_config else {})}
     proc = subprocess.run([sys.executable, "-m", "trainer", *args, "--results-dir", str(tmp_path / "r")],
                           capture_output=True, text=True, cwd=REPO, timeout=60, env=env)
-    expected = case.read_text().strip().replace("{f}", str(config))
-    assert proc.returncode == 2
-    assert proc.stderr.strip() == f"tfcompose trainer: {expected}"
-    assert proc.stdout == "" and not (tmp_path / "r").exists()  # nothing started, nothing written
+    assert (proc.returncode, proc.stderr.strip(), proc.stdout) == (2, line, "")
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS, ids=[p.stem for p in BAD_INPUTS])
+def test_bad_trainer_input_exits_2_with_one_line_before_anything_starts(case, tmp_path, monkeypatch, capsys):
+    """Every case through the trainer's main, in this process (two interpreter start-ups a case
+    otherwise: the filter's parent and the trainer): the environment as bare as the container's."""
+    from trainer.main import main
+    args, tf_config, line = case_input(case)
+    for name in list(os.environ):
+        if name not in ("PATH", "HOME"):
+            monkeypatch.delenv(name)
+    if tf_config:
+        monkeypatch.setenv("TF_CONFIG", tf_config)
+    try:
+        code = main([*args, "--results-dir", str(tmp_path / "r")])
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert err.strip() == line
+    assert out == "" and not (tmp_path / "r").exists()  # nothing started, nothing written
