@@ -152,15 +152,25 @@ def run(argv: list[str], state: Path = STATE, err=None) -> int:
 def _child(argv: list[str], env: dict, err) -> tuple[int, str]:
     """The program with our stdout and its stderr through us (passed on as it comes, its end kept);
     SIGTERM and SIGINT passed to it. Its exit code (negative: the signal that ended it)."""
-    import threading
     try:
         child = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE)
     except OSError as exc:
         line = f"{PREFIX} cannot start {argv[0]!r}: {exc.strerror or exc}"
         err.write((line + "\n").encode())
         return 127, line
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda number, _frame: child.send_signal(number))
+    # Passed on while it runs; ours again once it ended (the handlers are the process's, not the child's).
+    before = {sig: signal.signal(sig, lambda number, _frame: child.send_signal(number))
+              for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return _pumped(child, err)
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def _pumped(child: subprocess.Popen, err) -> tuple[int, str]:
+    """The child's exit code and the end of its stderr, passed on to `err` as it comes."""
+    import threading
     kept = bytearray()
 
     def pump() -> None:

@@ -111,6 +111,7 @@ def test_a_host_lost_for_good_mid_trial_has_its_trial_finished_on_another(cluste
         frozen = time.monotonic()
         said = up.wait_for(r"h1: lost: the launcher saw it stop answering for \d+ s", seconds=300)
         assert SILENT_S <= up.time_of(said) - frozen < SILENT_S + 40, said
+        wait_queue_says(hosts[0].workdir / name, "h1", "lost", up)     # the queue took it: h1's late end comes too late
         hosts[1].thaw()
         subprocess.run(["docker", "update", "--cpus", "0", slow], check=True, capture_output=True)
         assert up.finish(600) == 0, up.output
@@ -135,6 +136,23 @@ def test_a_host_lost_for_good_mid_trial_has_its_trial_finished_on_another(cluste
 
 
 SILENT_S = 10        # ssh.lost_after_s here (30 s by default)
+
+
+def wait_queue_says(chief_bundle, host: str, state: str, up: CliProcess, seconds: float = 120) -> None:
+    """Until the chief's queue (its search-progress file) has the host in `state`."""
+    deadline = time.monotonic() + seconds
+    seen = {}
+    while time.monotonic() < deadline:
+        results = run_results(chief_bundle)
+        path = results / "search-progress.json" if results else None
+        try:
+            seen = json.loads(path.read_text()).get("hosts", {}).get(host, {}) if path and path.is_file() else {}
+        except ValueError:          # caught mid-write: look again
+            seen = {}
+        if seen.get("state") == state:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"the chief's queue never had {host} {state} (last: {seen}); up said:\n{up.output[-3000:]}")
 
 
 def wait_mid_trial(bundle, cluster: str, host: str, up: CliProcess, seconds: float = 300) -> str:

@@ -269,14 +269,17 @@ STATUS = {"complete": "FINISHED", "pruned": "FINISHED", "failed": "FAILED", "ret
 
 @pytest.fixture(scope="module")
 def picky_image(trainer_image):
-    """The trainer image with a user's builders importable (tests/fixtures/user_models.py), as a user
-    bakes theirs into an image of their own."""
-    tag = f"{trainer_image.rsplit(':', 1)[0]}:picky-{uuid.uuid4().hex[:8]}"
-    built = subprocess.run(["docker", "build", "-q", "-t", tag, "-f", "-", str(FIXTURES)], capture_output=True, text=True,
-                           input=f"FROM {trainer_image}\nCOPY user_models.py /opt/tfcompose/user_models.py\n", timeout=300)
+    """A user's builders importable (tests/fixtures/user_models.py), baked into the base image as a
+    user bakes theirs: image_mode ship builds the trainer image here on that base, under a tag of its own
+    (a trainer image with the file added on top would be built over, from the repository, by `up`)."""
+    from support.common import base_image
+    suffix = uuid.uuid4().hex[:8]
+    base, image = f"tfc-test-picky-base:{suffix}", f"{trainer_image.rsplit(':', 1)[0]}:picky-{suffix}"
+    built = subprocess.run(["docker", "build", "-q", "-t", base, "-f", "-", str(FIXTURES)], capture_output=True, text=True,
+                           input=f"FROM {base_image()}\nCOPY user_models.py /opt/tfcompose/user_models.py\n", timeout=300)
     assert built.returncode == 0, built.stderr[-2000:]
-    yield tag
-    subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+    yield image, base
+    subprocess.run(["docker", "rmi", "-f", image, base], capture_output=True)
 
 
 def kill_mid_trial(hosts, name: str, host: int, up: CliProcess, seconds: float = 600) -> None:
@@ -302,7 +305,8 @@ def kill_mid_trial(hosts, name: str, host: int, up: CliProcess, seconds: float =
 
 def test_pruned_failed_and_retried_trials_carry_their_state_tags_and_their_own_times(mlflow_server, cluster_env,
                                                                                      picky_image, tmp_path):
-    name, inv, hosts = cluster_env(n=2, train=TRIALS_EVERY_STATE, image=picky_image,
+    image, base = picky_image
+    name, inv, hosts = cluster_env(n=2, train=TRIALS_EVERY_STATE, image=image, base_image=base,
                                    tracking={"mlflow": {"uri": mlflow_server.uri, "experiment": "every-state"}})
     runs = tmp_path / "runs"
     up = CliProcess("up", "-i", str(inv), "--wait", "--runs", str(runs))

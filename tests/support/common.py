@@ -26,15 +26,32 @@ def require(condition: bool, why: str) -> None:
     pytest.skip(why)
 
 
+# Ports the tests listen on come from below the kernel's ephemeral range (32768–60999 here), where
+# no outgoing connection (the suite's many SSH sessions) can take one between its pick and its use,
+# and each lane has a range of its own, so two lanes never pick the same port.
+PORTS_FROM, PORTS_PER_LANE, LANES = 12000, 5000, 4
+
+
 def free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+    """n distinct ports free on every address now, from this lane's range."""
+    import random
+    lane = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0) % LANES
+    low = PORTS_FROM + lane * PORTS_PER_LANE
+    picked: list[int] = []
+    while len(picked) < n:
+        port = random.randrange(low, low + PORTS_PER_LANE)
+        if port not in picked and _bindable(port):
+            picked.append(port)
+    return picked
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("0.0.0.0", port))
+            return True
+        except OSError:
+            return False
 
 
 def tf_config(addresses: list[str], index: int, job: str = "worker") -> str:

@@ -12,7 +12,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-HANG_SECONDS = 3607  # a distinctive duration: `pgrep -f "sleep 3607"` finds what a timeout left behind
+# A distinctive duration: `pgrep -f "sleep 3607"` finds what a timeout left behind; one per lane, so
+# that a lane's look (and kill) never reaches the other lane's hangs.
+HANG_SECONDS = 3607 + int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
 
 FAKE_DOCKER = f"""#!/bin/bash
 d="$FAKE_DOCKER_DIR"

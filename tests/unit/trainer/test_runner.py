@@ -79,3 +79,12 @@ def test_tf_keras_is_tf_keras_for_a_users_program_unless_it_chose_and_it_is_said
     assert "TF_USE_LEGACY_KERAS" not in runner.environment(trainer, first=True, say=notes.append)   # it sets its own
     monkeypatch.setenv("TF_USE_LEGACY_KERAS", "0")                       # run.env chose Keras 3
     assert runner.environment(show, first=True, say=notes.append)["TF_USE_LEGACY_KERAS"] == "0" and len(notes) == 1
+
+
+def test_the_signals_are_passed_on_while_the_program_runs_and_ours_again_after(tmp_path):
+    """The runner forwards SIGTERM and SIGINT to the program, then gives the handlers back: a
+    caller that runs it again (or a test after it) still gets its own Ctrl-C."""
+    import signal
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    assert run(program(tmp_path, "print('fine')"), tmp_path / "starts.json")[0] == 0
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
