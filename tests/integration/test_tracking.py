@@ -263,7 +263,7 @@ TRIALS_EVERY_STATE = {"dataset": {"kind": "synthetic", "image_size": [16, 16], "
                       "candidates": ["user_models:picky"], "epochs": 6, "batch_per_replica": 8,
                       "search": {"mode": "parallel", "learning_rates": [0.003, 0.002, 5.0],
                                  "hyperparameters": {"user_models:picky": {"width": [8, 1000]}},
-                                 "pruner": "asha", "min_epochs": 1, "reduction_factor": 2}}
+                                 "pruner": "asha", "min_epochs": 2, "reduction_factor": 2}}
 STATUS = {"complete": "FINISHED", "pruned": "FINISHED", "failed": "FAILED", "retried": "KILLED"}
 
 
@@ -284,8 +284,11 @@ def picky_image(trainer_image):
 
 def kill_mid_trial(hosts, name: str, host: int, up: CliProcess, seconds: float = 600) -> None:
     """Kill the host's container while it trains a trial with epochs still to go: its own progress
-    file mid-trial, and the chief's queue naming that trial as the host's."""
+    file mid-trial, and the chief's queue naming that trial as the host's. The container is held to
+    a fraction of a CPU from its start, so that its epochs last long enough to be caught (a tiny
+    epoch takes a few milliseconds), and no decision (ASHA's, at min_epochs 2) ends its trial first."""
     deadline = time.monotonic() + seconds
+    throttled = False
     while time.monotonic() < deadline:
         assert up.proc.poll() is None, up.output
         mine, chiefs = run_results(hosts[host].workdir / name), run_results(hosts[0].workdir / name)
@@ -293,6 +296,11 @@ def kill_mid_trial(hosts, name: str, host: int, up: CliProcess, seconds: float =
         search = chiefs / "search-progress.json" if chiefs else None
         queue = json.loads(search.read_text()) if search and search.is_file() else {}
         said = queue.get("hosts", {}).get(f"h{host}", {})
+        if not throttled:
+            ids = subprocess.run(["docker", "ps", "-q", "--filter", f"label=tfcompose.cluster={name}",
+                                  "--filter", f"label=tfcompose.host=h{host}"], capture_output=True, text=True).stdout.split()
+            throttled = bool(ids) and subprocess.run(["docker", "update", "--cpus", "0.3", *ids],
+                                                     capture_output=True).returncode == 0
         if doc and 1 <= doc["epoch"] <= doc["epochs"] - 2 and not doc["done"] and said.get("trial") == doc["trial"] \
                 and said.get("state") == "training":
             ids = subprocess.run(["docker", "ps", "-q", "--filter", f"label=tfcompose.cluster={name}",
