@@ -46,8 +46,9 @@ from support.common import free_ports  # noqa: E402
 from support.sshd import SshdFarm, write_inventory  # noqa: E402
 
 from launcher.inventory.load import load_cluster  # noqa: E402
-from launcher.plan import complete, make  # noqa: E402
+from launcher.plan import complete, make, named  # noqa: E402
 from launcher.reporter import RecordingReporter  # noqa: E402
+from launcher.runs import RUN_FILE  # noqa: E402
 from launcher.ssh.group import Group  # noqa: E402
 from launcher.stages.wait import read_progress  # noqa: E402
 from launcher.telemetry import rules  # noqa: E402
@@ -74,11 +75,11 @@ class Watcher:
     """Keeps the session's Observer told what the wait loop would tell it, and collects each epoch's
     images/s as the trainer reports it."""
 
-    def __init__(self, group, host):
-        self.group, self.host, self.epochs, self.latest = group, host, {}, None
+    def __init__(self, group, plan, host):
+        self.group, self.plan, self.host, self.epochs, self.latest = group, plan, host, {}, None
 
     def poll(self, observer=None) -> None:
-        found = read_progress(self.group).get(self.host.name)
+        found = read_progress(self.group, self.plan)[0].get(self.host.name)
         if found is None:
             return
         self.latest = found
@@ -297,7 +298,7 @@ def rss_kb() -> int:
 
 # --- running the parts ------------------------------------------------------------------------------
 def main(repeats: int, parts: list[str]) -> None:
-    """The parts asked for (launcher, memory, training), into the results of the parts run before."""
+    """The parts asked for (launcher, memory, training), in that order, into the results of the parts run before."""
     out = REPO / "docs" / "telemetry_bench.json"
     results: dict = json.loads(out.read_text()) if out.exists() else {}
     results.update({"machine": machine()})
@@ -306,7 +307,7 @@ def main(repeats: int, parts: list[str]) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))      # so that every host and cgroup goes on the way out
     with tempfile.TemporaryDirectory() as tmp_name, Meter(CGROUPS) as meter:
         tmp = Path(tmp_name)
-        for part in [p for p in ("launcher", "memory", "training") if p in parts]:
+        for part in [p for p in parts if p in PARTS]:             # in the order asked for
             results["load"][part] = load()
             results["repeats"][part] = repeats
             results.update(PARTS[part](tmp / part, repeats, meter))
@@ -353,9 +354,10 @@ def training_parts(farm: SshdFarm, tmp: Path, image: str, meter: Meter) -> dict:
         cid = subprocess.run(["docker", "ps", "-q", "--no-trunc", "--filter", "label=tfcompose.cluster=tbench"],
                              capture_output=True, text=True).stdout.split()[0]
         subprocess.run(["docker", "update", "--cpus", "1", cid], check=True, capture_output=True)
-        plan = complete(make(cluster), {}, {host.name: [0, 1]})
+        run = dict(line.split("=", 1) for line in Path(cluster.hosts[0].bundle_dir, RUN_FILE).read_text().split())
+        plan = named(complete(make(cluster), {}, {host.name: [0, 1]}), run["run"])     # the run `up` started
         with Group(cluster, RecordingReporter()) as group:
-            watcher = Watcher(group, cluster.hosts[0])
+            watcher = Watcher(group, plan, cluster.hosts[0])
             kept = overhead(group, plan, watcher, tmp / "run", cid, meter)
             load_mid = load()
             latencies, window = idle_to_warning(group, plan, watcher, tmp / "run", stand_in)
@@ -428,7 +430,7 @@ the order sampled, not, not, sampled, the first epoch of each block dropped: {le
 ({o['sampler_cpu_s']:.2f} CPU-s in {o['on_s']:.0f} s sampled), **{pct(o['sampler_cpu_s'] / o['container_cpu_s'])}**
 of the CPU the training container used meanwhile (the stand-in nvidia-smi used {pct(o['stand_in_cpu_s'] / o['on_s'])}
 of one core beside it). Training images/s per epoch, median (spread): {m_on:.0f} ({s_on:.0f}) sampled,
-{m_off:.0f} ({s_off:.0f}) not. The overhead, 1 − sampled / not, over the {len(reps)} repetitions (the
+{m_off:.0f} ({s_off:.0f}) not. The overhead, 1 − sampled / not (negative: faster when sampled), over the {len(reps)} repetitions (the
 blocks cut into {len(reps)} consecutive runs of whole groups): median **{pct(m_rep)}**, spread {pct(s_rep)}
 ({', '.join(pct(x) for x in reps)}); over all epochs {pct(overhead_of(o['blocks']))}: {verdict}.
 
@@ -467,13 +469,12 @@ def _memory_text(r: dict) -> str:
     memory = r["memory_mb"]
     keep = max(rules.SPAN_S, rules.SWAP_SPAN_S) + 2 * rules.MAX_GAP_S
     late = memory[3:]                                 # from 90 s: what the rules keep per host has filled
-    moved, growth = max(late) - min(late), late[-1] - late[0]
-    if moved <= 2.0:
-        verdict = f"after the first 90 s it stayed within {moved:.1f} MB: bounded, over these five minutes"
-    elif growth > 1.0:
-        verdict = f"it grew {growth:.1f} MB from 90 s to the end: growing, as far as these five minutes show"
+    growth, minutes = late[-1] - late[0], (len(late) - 1) / 2
+    if abs(growth) <= 0.1:
+        verdict = "after the first 90 s it did not grow (within 0.1 MB): bounded, over these five minutes"
     else:
-        verdict = f"after the first 90 s it moved within {moved:.1f} MB and ended {growth:+.1f} MB from where it was"
+        verdict = (f"it rose {late[0] - memory[0]:.1f} MB in the first 90 s, then {growth:+.1f} MB in the next {minutes:g} min "
+                   f"({growth / minutes:+.2f} MB a minute): these five minutes do not show whether that stops")
     return f"""**Its memory over five minutes** (load {r['load']['memory']:.1f} at the start, {r['load']['memory_end']:.1f}
 at the end): the launcher's resident memory every 30 s while 8 hosts were sampled (MB):
 {', '.join(f'{m:.1f}' for m in memory)}. Each host's last {keep:g} s of samples are kept for the rules
@@ -484,5 +485,8 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["--report"]:       # re-render docs/benchmarks.md from the last raw results
         write_section("telemetry", report(json.loads((REPO / "docs" / "telemetry_bench.json").read_text())))
         raise SystemExit(0)
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3,
-         sys.argv[2].split(",") if len(sys.argv) > 2 else ["launcher", "memory", "training"])
+    asked = sys.argv[2].split(",") if len(sys.argv) > 2 else ["launcher", "memory", "training"]
+    if set(asked) - set(PARTS):
+        raise SystemExit(f"bench/telemetry.py: unknown part {', '.join(sorted(set(asked) - set(PARTS)))}; "
+                         f"expected some of {','.join(PARTS)}")
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3, asked)
