@@ -59,6 +59,7 @@ RAW = DOC.parent / "handover.json"
 HOSTS = 3
 LEARNING_RATES = [0.01, 0.005, 0.002]
 EPOCHS = 10
+SETUP_S = 240           # the image, the engine template and the lab, before a first repetition
 SLOW_CPUS = 0.1         # the victim's container, so that its trial outlasts the others'
 TRAIN = {"dataset": {"kind": "image_folder", "train_dir": "/data", "image_size": [16, 16], "color_mode": "grayscale"},
          "candidates": ["small_cnn"], "epochs": EPOCHS, "batch_per_replica": 32, "join_timeout_s": 300,
@@ -383,7 +384,16 @@ def main(argv: list[str]) -> int:
     if os.getuid() != 0:
         print("handover.py: the LAN lab needs root (network namespaces)", file=sys.stderr)
         return 2
-    report(run(args.kills, args.silent, utc_today(args.until) if args.until else None))
+    until = utc_today(args.until) if args.until else None
+    if until is not None and time.time() > until - SETUP_S:
+        print(f"handover.py: no repetition could start before {args.until} UTC; nothing was done", file=sys.stderr)
+        return 1
+    raw = run(args.kills, args.silent, until)
+    if not any("error" not in r for r in raw["runs"]):
+        print("handover.py: no repetition gave a figure; the section was left as it was (docs/handover.json "
+              "says what failed)", file=sys.stderr)
+        return 1
+    report(raw)
     return 0
 
 
