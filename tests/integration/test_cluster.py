@@ -34,6 +34,7 @@ def tree_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
+@pytest.mark.timeout(1500)      # the whole image over SSH into an empty engine: 6–8 min on a loaded machine
 def test_up_wait_ships_trains_across_hosts_collects_and_down_cleans(cluster_env, second_engine, image_cache, capsys,
                                                                     tmp_path, monkeypatch):
     # h1 runs on a second, empty Docker engine: the image must really travel there over SSH.

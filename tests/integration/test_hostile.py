@@ -534,8 +534,14 @@ def check_host_case(case: HostCase, world: World, tmp_path: Path) -> None:
     outcome = run_case(spec, world.sandbox)
     if case.check:
         case.check(world, outcome)
-    time.sleep(0.5)  # the host's `timeout` has ended what it bounded: nothing of it is left
-    left = subprocess.run(["pgrep", "-f", f"sleep {HANG_SECONDS}"], capture_output=True, text=True).stdout.split()
+    # The host's `timeout` has ended what it bounded: nothing of it is left (given a few seconds on a
+    # loaded machine for the KILL to land and the process to be reaped).
+    deadline = time.monotonic() + 10
+    while True:
+        time.sleep(0.5)
+        left = subprocess.run(["pgrep", "-f", f"sleep {HANG_SECONDS}"], capture_output=True, text=True).stdout.split()
+        if not left or time.monotonic() > deadline:
+            break
     for pid in left:
         os.kill(int(pid), 9)
     assert not left, "a timed-out command was left running on the host"

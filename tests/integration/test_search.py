@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -99,6 +100,9 @@ def test_a_host_lost_for_good_mid_trial_has_its_trial_finished_on_another(cluste
     name, inv, hosts = cluster_env(n=3, train=train, ssh={"lost_after_s": SILENT_S})
     up = CliProcess("up", "-i", str(inv), "--wait", "--runs", str(tmp_path / "runs"))
     try:
+        # h1 at a fraction of a CPU from its start: its trials last long enough that it is mid-trial
+        # when it goes silent (at full speed a trial here takes about a second).
+        threading.Thread(target=throttle_at_start, args=(name, "h1", up), daemon=True).start()
         victim = wait_mid_trial(hosts[2].workdir / name, name, "h2", up)
         subprocess.run(["docker", "kill", victim], check=True, capture_output=True)    # restart_retries: 0 or not
         killed = time.monotonic()
@@ -126,9 +130,15 @@ def test_a_host_lost_for_good_mid_trial_has_its_trial_finished_on_another(cluste
     lost = {r["host"]: r for r in doc["candidates"] if r["state"] == "retried"}
     assert set(lost) == {"h1", "h2"}, lost
     assert "stop answering for" in lost["h1"]["why"] and "the launcher saw h2 end" in lost["h2"]["why"]
+    by_name = {r["candidate"]: r for r in doc["candidates"]}
     for record in lost.values():
-        retry = next(r for r in doc["candidates"] if r["candidate"] == record["retried_as"])
-        assert retry["candidate"] == record["candidate"] + "~r1"            # its own name: no number of the budget
+        # its own name, one retry more (no number of the budget); a retry that was itself on the lost
+        # host (h2's trial handed to h1 before h1 froze) goes on as ~r2, until one completes elsewhere
+        base, tries = record["candidate"].split("~r")[0], int((record["candidate"].split("~r") + ["0"])[1])
+        assert record["retried_as"] == f"{base}~r{tries + 1}"
+        retry = by_name[record["retried_as"]]
+        while retry["state"] == "retried":
+            retry = by_name[retry["retried_as"]]
         assert retry["state"] == "complete" and retry["host"] != record["host"]
         assert retry["learning_rate"] == record["learning_rate"]
     assert doc["search"]["lost"] == {h: [r["retried_as"]] for h, r in lost.items()}
@@ -136,6 +146,17 @@ def test_a_host_lost_for_good_mid_trial_has_its_trial_finished_on_another(cluste
 
 
 SILENT_S = 10        # ssh.lost_after_s here (30 s by default)
+
+
+def throttle_at_start(cluster: str, host: str, up: CliProcess, cpus: str = "0.3", seconds: float = 300) -> None:
+    """The host's container held to `cpus` as soon as it exists."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and up.proc.poll() is None:
+        ids = subprocess.run(["docker", "ps", "-q", "--filter", f"label=tfcompose.cluster={cluster}",
+                              "--filter", f"label=tfcompose.host={host}"], capture_output=True, text=True).stdout.split()
+        if ids and subprocess.run(["docker", "update", "--cpus", cpus, *ids], capture_output=True).returncode == 0:
+            return
+        time.sleep(0.2)
 
 
 def wait_queue_says(chief_bundle, host: str, state: str, up: CliProcess, seconds: float = 120) -> None:

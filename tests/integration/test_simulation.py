@@ -191,6 +191,6 @@ def test_a_fresh_clone_runs_with_plain_docker_compose_up(tmp_path):
         doc = json.loads((clone / "runs" / "local" / "results.json").read_text())
         assert doc["workers"] == 2 and doc["replicas"] == 2
     finally:
-        subprocess.run(["docker", "compose", "-p", project, "down", "-t", "1", "--remove-orphans"], cwd=clone,
+        subprocess.run(["docker", "compose", "-p", project, "down", "-v", "-t", "1", "--remove-orphans"], cwd=clone,
                        capture_output=True)
         subprocess.run(["docker", "rmi", "-f", image], capture_output=True)
