@@ -17,6 +17,9 @@ import os
 import time
 from pathlib import Path
 
+import common  # noqa: F401  (puts tests/ on the path)
+from support.sshd import children_map  # noqa: E402  (the one reader of /proc's parent ids)
+
 PREFIX = "tfcompose-bench-"
 REMOVE_S = 10.0          # a process racing out of a folder being removed: retried this long
 
@@ -118,18 +121,6 @@ def tree_moves(tops: list[int], pick) -> list[tuple[int, str]]:
         moves.append((pid, name))
         todo += [(child, name) for child in children.get(pid, [])]
     return moves
-
-
-def children_map() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    return children
 
 
 def argv(pid: int) -> list[str]:

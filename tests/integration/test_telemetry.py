@@ -71,12 +71,7 @@ def burning(lab, tmp_path, trainer_image):
         host.docker("run", "-d", "--label", f"tfcompose.cluster={name}", "--label", f"tfcompose.host={host.name}",
                     "--label", "tfcompose.run=0123456789ab", "--cpus", cpus, "-m", "256m", "--entrypoint", "", trainer_image, *BURN)
     yield name, gpu_inventory(inv, {"h1": [0, 1]})
-    for host in lab.hosts:
-        ids = host.docker("ps", "-aq", "--filter", f"label=tfcompose.cluster={name}").stdout.split()
-        if ids:
-            host.docker("rm", "-f", *ids, check=False)
-        for leftover in host.bin.iterdir():
-            leftover.unlink()
+    clear_lab(lab, name)
 
 
 class Transfer:
@@ -220,12 +215,7 @@ def training(lab, tmp_path, trainer_image):
                           image=trainer_image, telemetry={"warn_after_s": 10})
     nvidia_smi.install(lab.hosts[1].bin, util=2)
     yield name, inv
-    for host in lab.hosts:
-        ids = host.docker("ps", "-aq", "--filter", f"label=tfcompose.cluster={name}").stdout.split()
-        if ids:
-            host.docker("rm", "-f", *ids, check=False)
-        for leftover in host.bin.iterdir():
-            leftover.unlink()
+    clear_lab(lab, name)
 
 
 def container_on(host, name: str) -> str:
@@ -293,3 +283,13 @@ def test_idle_gpus_an_input_bound_straggler_are_named_live_and_the_run_brings_it
     assert "![telemetry](telemetry.png)" in report and "| GPU h | GPU % | GPU Wh | CPU h | host |" in report
     assert "- h1: straggler:" in report and "- h1: GPU 0 under 10 % busy for 10 s" in report
     assert "- h1: input-bound:" in report
+
+
+def clear_lab(lab, name: str) -> None:
+    """After a test on the shared lab: the cluster's containers and the stand-ins in each host's bin gone."""
+    for host in lab.hosts:
+        ids = host.docker("ps", "-aq", "--filter", f"label=tfcompose.cluster={name}").stdout.split()
+        if ids:
+            host.docker("rm", "-f", *ids, check=False)
+        for leftover in host.bin.iterdir():
+            leftover.unlink()

@@ -54,8 +54,8 @@ class SshdHost:
             _signal(pid, signal.SIGCONT)
 
 
-def process_tree(root: int) -> list[int]:
-    """`root` and every process beneath it (from /proc's parent ids)."""
+def children_map() -> dict[int, list[int]]:
+    """Each process's children, from /proc's parent ids (a process gone mid-read is skipped)."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -64,6 +64,12 @@ def process_tree(root: int) -> list[int]:
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(ppid, []).append(int(entry.name))
+    return children
+
+
+def process_tree(root: int) -> list[int]:
+    """`root` and every process beneath it (from /proc's parent ids)."""
+    children = children_map()
     found, todo = [], [root]
     while todo:
         pid = todo.pop()
