@@ -33,6 +33,19 @@ def probe(address: str, timeout: float = PROBE_SECONDS) -> str:
         return (exc.strerror or type(exc).__name__).lower()
 
 
+def wait_until_gone(address: str, limit_s: float = 30.0, every_s: float = 0.2) -> bool:
+    """Whether the task at `address` stopped listening within `limit_s`. A worker that ends before
+    its chief makes `docker compose up --exit-code-from chief` stop the chief mid-exit (code 143),
+    so the others leave once the chief has; bounded, since a chief may linger on its own work."""
+    import time
+    deadline = time.monotonic() + limit_s
+    while probe(address, timeout=every_s) == "listening":
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(every_s)
+    return True
+
+
 def verdict(task: str, timeout_s: float, peers: list[tuple[str, str]]) -> str:
     with ThreadPoolExecutor(max(1, len(peers))) as pool:
         states = dict(zip((n for n, _ in peers), pool.map(probe, (a for _, a in peers))))

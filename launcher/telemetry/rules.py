@@ -204,9 +204,15 @@ def replay(series: dict[str, Iterable[Sample]], sync: bool, step_s: float = 5.0,
     """The warnings of a whole run, from every host's samples in time order (streamed: only the
     last span_s of each host is held)."""
     windows: dict[str, deque] = {host: deque() for host in series}
-    episodes, judged, when = Episodes(), None, None
+    episodes, judged, when, previous = Episodes(), None, None, None
     merged = heapq.merge(*[_tagged(host, samples) for host, samples in series.items()], key=lambda item: item[0])
     for when, host, sample in merged:
+        if judged is not None and previous != judged and when - previous > MAX_GAP_S:
+            # a session's last moment is judged too: a warning `watch` gave as it was stopped (the
+            # next session begins after a gap) is the report's as well
+            _look(episodes, windows, previous, sync, span_s)
+            judged = previous
+        previous = when
         window = windows[host]
         window.append(sample)
         while window and window[0].time < when - max(span_s, SWAP_SPAN_S) - MAX_GAP_S:

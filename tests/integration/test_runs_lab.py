@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cluster import CliProcess, cli, run_results
+from support.cluster import CliProcess, cli, run_results, throttle_at_start
 from support.common import free_ports, require
 from support.digits import write_digits
 from support.lab import Lab, available
@@ -131,6 +131,9 @@ def test_the_same_inventory_twice_is_two_runs_each_with_only_its_own(lab, tmp_pa
     cleanup.append(name)
     runs = tmp_path / "runs"
     first_up = CliProcess("up", "-i", str(inv), "--wait", "--runs", str(runs))
+    # The chief held to half a CPU: the others finish trials while it is in one of its own, so a
+    # line that moved only when the chief took a trial would show (the live view looks every few s).
+    throttle_at_start(lambda *a: lab.hosts[0].docker(*a, check=False), name, "h0", first_up, cpus="0.5")
     assert first_up.finish(600) == 0, first_up.output
     first = run_folder(runs, name)
     first_doc = json.loads((first / "results.json").read_text())

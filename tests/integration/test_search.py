@@ -16,7 +16,7 @@ import yaml
 from launcher import plan as plan_mod
 from launcher.inventory.load import load_cluster
 from launcher.stages import render
-from support.cluster import CliProcess, cli, labelled, run_results, up_wait
+from support.cluster import CliProcess, cli, docker_here, labelled, run_results, throttle_at_start, up_wait
 from support.common import free_ports
 from support.hparams import hparams_sessions
 from trainer import results
@@ -102,7 +102,7 @@ def test_a_host_lost_for_good_mid_trial_has_its_trial_finished_on_another(cluste
     try:
         # h1 at a fraction of a CPU from its start: its trials last long enough that it is mid-trial
         # when it goes silent (at full speed a trial here takes about a second).
-        threading.Thread(target=throttle_at_start, args=(name, "h1", up), daemon=True).start()
+        threading.Thread(target=throttle_at_start, args=(docker_here, name, "h1", up), daemon=True).start()
         victim = wait_mid_trial(hosts[2].workdir / name, name, "h2", up)
         subprocess.run(["docker", "kill", victim], check=True, capture_output=True)    # restart_retries: 0 or not
         killed = time.monotonic()
@@ -146,17 +146,6 @@ def test_a_host_lost_for_good_mid_trial_has_its_trial_finished_on_another(cluste
 
 
 SILENT_S = 10        # ssh.lost_after_s here (30 s by default)
-
-
-def throttle_at_start(cluster: str, host: str, up: CliProcess, cpus: str = "0.3", seconds: float = 300) -> None:
-    """The host's container held to `cpus` as soon as it exists."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and up.proc.poll() is None:
-        ids = subprocess.run(["docker", "ps", "-q", "--filter", f"label=tfcompose.cluster={cluster}",
-                              "--filter", f"label=tfcompose.host={host}"], capture_output=True, text=True).stdout.split()
-        if ids and subprocess.run(["docker", "update", "--cpus", cpus, *ids], capture_output=True).returncode == 0:
-            return
-        time.sleep(0.2)
 
 
 def wait_queue_says(chief_bundle, host: str, state: str, up: CliProcess, seconds: float = 120) -> None:

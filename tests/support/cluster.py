@@ -26,6 +26,24 @@ def labelled(cluster: str, engine: str | None = None) -> list[str]:
     return out + nets
 
 
+def docker_here(*args: str) -> subprocess.CompletedProcess:
+    """`docker <args>` on this machine's engine (the sshd hosts' containers run there)."""
+    return subprocess.run(["docker", *args], capture_output=True, text=True)
+
+
+def throttle_at_start(docker, cluster: str, host: str, up: "CliProcess", cpus: str = "0.3",
+                      seconds: float = 300) -> None:
+    """The host's container held to `cpus` as soon as it exists; `docker(*args)` runs docker on the
+    engine it runs in (docker_here, or a lab host's own)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and up.proc.poll() is None:
+        ids = docker("ps", "-q", "--filter", f"label=tfcompose.cluster={cluster}",
+                     "--filter", f"label=tfcompose.host={host}").stdout.split()
+        if ids and docker("update", "--cpus", cpus, *ids).returncode == 0:
+            return
+        time.sleep(0.2)
+
+
 def wait_for_log(capsys, inv: Path, host: str, text: str, seconds: float = 60) -> bool:
     end = time.monotonic() + seconds
     while time.monotonic() < end:

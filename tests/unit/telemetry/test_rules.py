@@ -101,3 +101,12 @@ def test_replay_finds_the_run_s_episodes_from_whole_series():
     assert 1130 <= episodes[0].start <= 1135 and 1195 <= episodes[0].end < 1200     # found after its 30 s span
     later = rules.replay({"h0": iter(idle), "h1": iter(series(300, training=True))}, sync=True, span_s=60)
     assert 1160 <= later[0].start <= 1165                                         # warn_after_s: 60
+
+
+def test_replay_judges_the_last_moment_of_each_session_as_watch_did_when_it_was_stopped():
+    # h0's GPU idle from 1003: its 30 s span is whole at 1033, the first session's last sample
+    # (watch warned, then was stopped); the next session, 20 s later, finds the GPU busy.
+    first = [Sample(time=1000.0 + i, gpus=(Gpu(0, util=90.0 if i < 3 else 1.0),), training=True) for i in range(34)]
+    second = series(40, start=1053.0, training=True, gpus=((0, 90.0),))
+    episodes = rules.replay({"h0": iter(first + second)}, sync=True)
+    assert [(e.finding.kind, e.finding.host, e.start) for e in episodes] == [("idle_gpu", "h0", 1033.0)]
