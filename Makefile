@@ -28,9 +28,12 @@ $(BIN)/.launcher: pyproject.toml
 
 venv: $(BIN)/.installed  ## create .venv with tfcompose and its dev extras
 
-# Two lanes (pytest-xdist): whole modules, the longest first (tests/support/lanes.py). LANES=0: one.
+# Lanes (pytest-xdist): whole modules, the longest first (tests/support/lanes.py). LANES=0: one.
+# The fast set waits more than it computes (timeouts, sampler periods): three lanes on two cores.
 LANES ?= 2
-LANE_ARGS := $(if $(filter 0,$(LANES)),,-n $(LANES) --dist loadgroup --no-loadscope-reorder)
+UNIT_LANES ?= 3
+lane_args = $(if $(filter 0,$(1)),,-n $(1) --dist loadgroup --no-loadscope-reorder)
+LANE_ARGS := $(call lane_args,$(LANES))
 
 test: venv  ## run the whole test suite (import contracts, unit + integration: TensorFlow, Docker, sshd)
 	$(BIN)/lint-imports
@@ -38,7 +41,7 @@ test: venv  ## run the whole test suite (import contracts, unit + integration: T
 
 test-unit: venv  ## the fast set: import contracts, then no TensorFlow, no Docker, no sshd
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest tests/unit $(LANE_ARGS) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/unit $(call lane_args,$(UNIT_LANES)) $(PYTEST_ARGS)
 
 # The documentation site (mkdocs.yml; docs/ is its source, the reference pages are written from the code).
 DOCS_ENV := NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true

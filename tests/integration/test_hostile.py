@@ -443,7 +443,8 @@ HOST_CASES = [
     HostCase("preflight-hangs", ["up", "-i", "{inv}"], hang(0), hosts=2, exit=(1,), says="preflight failed"),
     HostCase("up-wait-hosts-wedge-mid-run", ["up", "-i", "{inv}", "--wait", "--runs", "{out}/runs"],
              lambda w: [e.containers(running(w, i, state="running")) for i, e in enumerate(w.engines)], hosts=2,
-             exit=(1,), says="stopped answering", bound=90, during=hang_after_start),
+             exit=(1,), says="stopped answering for 10 s", bound=90, during=hang_after_start,
+             edit=lambda doc, w: doc["ssh"].update(lost_after_s=10)),      # not the default 30 s: a shorter wait
     # 3. purge deletes only what tfcompose made
     HostCase("purge-a-folder-tfcompose-never-made", ["down", "-i", "{inv}", "--purge"], foreign_folder,
              says="not purging",

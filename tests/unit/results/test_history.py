@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import matplotlib.image
@@ -12,7 +10,6 @@ import pytest
 
 from launcher.cli import main
 from launcher.results import history as runs, report
-from support.common import REPO
 
 
 def run_folder(folder: Path, best: float, started: str) -> Path:
@@ -92,22 +89,22 @@ def test_compare_refuses_an_output_that_is_no_picture_file(tmp_path, capsys, nam
     assert "--output: Received" in capsys.readouterr().err and not (tmp_path / "folder.png").exists()
 
 
-def test_off_a_terminal_tables_print_whole_at_any_columns(tmp_path):
+def test_off_a_terminal_tables_print_whole_at_any_columns(tmp_path, capsys, monkeypatch):
     folder = run_folder(tmp_path / "runs" / "a-cluster-with-a-long-name" / "aaaaaaaaaaaa", 0.9, "2026-11-20T10:00:00")
     doc = json.loads((folder / "results.json").read_text())
     doc["candidates"][0]["candidate"] = doc["best"]["candidate"] = "small_cnn@lr=0.0001,bs=16,width=128,dropout=0.25"
     doc["candidates"][0]["params"] = 1_493_636
     (folder / "results.json").write_text(json.dumps(doc))
     for columns in ("40", "80", "400"):
-        env = {**os.environ, "COLUMNS": columns, "PYTHONPATH": str(REPO)}
-        out = subprocess.run([sys.executable, "-c", "from launcher.cli import run; run()", "runs", "--runs",
-                              str(tmp_path / "runs")], env=env, capture_output=True, text=True, check=True).stdout
+        monkeypatch.setenv("COLUMNS", columns)           # captured output is off a terminal, as a pipe is
+        assert main(["runs", "--runs", str(tmp_path / "runs")]) == 0
+        out = capsys.readouterr().out
         header = next(line for line in out.splitlines() if "cluster" in line)
         assert all(title in header for title in ("cluster", "started", "mode", "best trial", "val_acc", "duration",
                                                  "restarts")), out
         assert "small_cnn@lr=0.0001,bs=16,width=128,dropout=0.25" in out and "a-cluster-with-a-long-name" in out
-        out = subprocess.run([sys.executable, "-c", "from launcher.cli import run; run()", "report", str(folder)],
-                             env=env, capture_output=True, text=True, check=True).stdout
+        assert main(["report", str(folder)]) == 0
+        out = capsys.readouterr().out
         assert "1,493,636" in out and "small_cnn@lr=0.0001,bs=16,width=128,dropout=0.25" in out
 
 
