@@ -109,7 +109,9 @@ def test_a_host_lost_for_good_mid_trial_has_its_trial_finished_on_another(cluste
         said = up.wait_for(r"h2: lost: the launcher saw it end", seconds=120)
         assert up.time_of(said) - killed < 10, "h2's end was told after Docker's back-off or the queue's timeout"
         # h1 stops answering SSH mid-trial; its container trains on, slowed so that its trial outlasts the wait.
-        slow = wait_mid_trial(hosts[1].workdir / name, name, "h1", up)
+        # Two epochs or more still to go: at a twentieth of a CPU they outlast the launcher's SILENT_S (caught
+        # in its last epoch, h1 once finished the trial before it was declared lost, and nothing was retried).
+        slow = wait_mid_trial(hosts[1].workdir / name, name, "h1", up, left=2)
         subprocess.run(["docker", "update", "--cpus", "0.05", slow], check=True, capture_output=True)
         hosts[1].freeze()
         frozen = time.monotonic()
@@ -165,16 +167,16 @@ def wait_queue_says(chief_bundle, host: str, state: str, up: CliProcess, seconds
     raise AssertionError(f"the chief's queue never had {host} {state} (last: {seen}); up said:\n{up.output[-3000:]}")
 
 
-def wait_mid_trial(bundle, cluster: str, host: str, up: CliProcess, seconds: float = 300) -> str:
+def wait_mid_trial(bundle, cluster: str, host: str, up: CliProcess, seconds: float = 300, left: int = 0) -> str:
     """The host's container once its progress file says an epoch of a trial is done (it is
-    training); `up`'s output if it ended first."""
+    training), with at least `left` epochs of it still to train; `up`'s output if it ended first."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if up.proc.poll() is not None:
             raise AssertionError(f"up ended ({up.proc.returncode}) before {host} got into a trial:\n{up.output}")
         results = run_results(bundle)
         doc = next((json.loads(p.read_text()) for p in results.glob("progress-*.json")), None) if results else None
-        if doc and doc["epoch"] >= 1 and not doc["done"]:
+        if doc and doc["epoch"] >= 1 and not doc["done"] and doc["epochs"] - doc["epoch"] >= left:
             ids = subprocess.run(["docker", "ps", "-q", "--filter", f"label=tfcompose.cluster={cluster}",
                                   "--filter", f"label=tfcompose.host={host}"], capture_output=True, text=True).stdout.split()
             if ids:
