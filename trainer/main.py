@@ -232,7 +232,7 @@ def run(cfg: TrainConfig, info: ClusterInfo) -> int:
     remove_backups(cfg, info.task_name)
     # The others wait here while the chief writes: no container exits before the results exist.
     strategy_mod.barrier(strategy)
-    if info.is_multi_worker and not chief and cfg.search.mode != "parallel":
+    if info.is_multi_worker and not chief:      # (parallel mode has no TF_CONFIG cluster: refused in main)
         from trainer.watchdog import wait_until_gone
         wait_until_gone(info.tasks()[0][1])     # and the chief leaves first (see wait_until_gone)
     return int(ExitCode.OK)
