@@ -49,6 +49,7 @@ MAX_GAP_S = 10.0
 START_SLACK_S = 2.5       # a span's first sample may come this long after the span begins (periods ≤ 2 s)
 ENOUGH = 0.8              # a figure must be reported by this share of a span's samples
 CLEAR_S = 30.0            # a warning not found again for this long is over
+LOOK_S = 1.0              # the live view judges this often (session.py), and the report's replay as often
 
 
 @dataclass(frozen=True)
@@ -68,10 +69,17 @@ def last(window: Sequence[Sample], span: float) -> list[Sample]:
     if not window:
         return []
     end = window[-1].time
-    picked = [s for s in window if s.time >= end - span - 1e-6]
-    times = [s.time for s in picked]
-    covered = times[0] <= end - span + START_SLACK_S and all(b - a <= MAX_GAP_S for a, b in zip(times, times[1:]))
-    return picked if covered and len(picked) >= 2 else []
+    picked: list[Sample] = []
+    for sample in reversed(window):        # time-ordered: walked back only as far as the span reaches
+        if sample.time < end - span - 1e-6:
+            break
+        if picked and picked[-1].time - sample.time > MAX_GAP_S:
+            return []
+        picked.append(sample)
+    if len(picked) < 2 or picked[-1].time > end - span + START_SLACK_S:
+        return []
+    picked.reverse()
+    return picked
 
 
 def demand(sample: Sample) -> Optional[float]:
@@ -199,10 +207,11 @@ def _tagged(host: str, samples: Iterable[Sample]):
     return ((s.time, host, s) for s in samples)
 
 
-def replay(series: dict[str, Iterable[Sample]], sync: bool, step_s: float = 5.0,
+def replay(series: dict[str, Iterable[Sample]], sync: bool, step_s: float = LOOK_S,
            span_s: float = SPAN_S) -> list[Episode]:
     """The warnings of a whole run, from every host's samples in time order (streamed: only the
-    last span_s of each host is held)."""
+    last span_s of each host is held), judged as often as the live view judged them: a finding
+    that held for a few seconds only (as `watch` was stopped) was warned of, and is the report's."""
     windows: dict[str, deque] = {host: deque() for host in series}
     episodes, judged, when, previous = Episodes(), None, None, None
     merged = heapq.merge(*[_tagged(host, samples) for host, samples in series.items()], key=lambda item: item[0])

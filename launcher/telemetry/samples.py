@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Optional
 
 MAX_GPUS = 64             # GPU ids per host a sample keeps (the inventory allows no more)
@@ -36,14 +37,14 @@ class Sample:
     trial: int = 0                      # the host's trial (progress's trial index; 0: unknown)
     epoch: int = 0                      # epochs it had finished in that trial
 
-    @property
+    @cached_property      # judged again at every look of a span (rules.replay): worked out once
     def cpu_share(self) -> Optional[float]:
         """The fraction of the CPUs it may use that the container used."""
         if self.cpu is None or not self.cpu_limit:
             return None
         return self.cpu / self.cpu_limit
 
-    @property
+    @cached_property      # judged again at every look of a span (rules.replay): worked out once
     def cpu_demand(self) -> Optional[float]:
         """How much CPU the container wanted, as a fraction of the CPUs it may use: what it used and
         what its threads waited for (runnable, but another task had the CPU). Near or over 1, the
@@ -52,7 +53,7 @@ class Sample:
             return None
         return (self.cpu + self.cpu_queued) / self.cpu_limit
 
-    @property
+    @cached_property      # judged again at every look of a span (rules.replay): worked out once
     def gpu_util(self) -> Optional[float]:
         """The mean utilisation of the GPUs that reported one."""
         values = [g.util for g in self.gpus if g.util is not None]

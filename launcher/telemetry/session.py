@@ -37,7 +37,7 @@ from launcher.telemetry.samples import Sample
 from launcher.text import one_line
 
 HEARTBEAT_S = 5.0         # the sampler's stdin hears from us this often (it gives up after command.SILENCE_S)
-LOOK_S = 1.0              # the judge's pace
+LOOK_S = rules.LOOK_S     # the judge's pace (the report's replay keeps it too)
 QUEUE_MAX = 4096
 RESTARTS = 5
 RESTART_AFTER_S = 5.0     # then doubled at each restart

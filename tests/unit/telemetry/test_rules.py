@@ -110,3 +110,12 @@ def test_replay_judges_the_last_moment_of_each_session_as_watch_did_when_it_was_
     second = series(40, start=1053.0, training=True, gpus=((0, 90.0),))
     episodes = rules.replay({"h0": iter(first + second)}, sync=True)
     assert [(e.finding.kind, e.finding.host, e.start) for e in episodes] == [("idle_gpu", "h0", 1033.0)]
+
+
+def test_replay_judges_every_second_as_the_live_view_does_so_a_finding_of_two_seconds_is_kept():
+    # h0's GPU idle from 1003 to 1034: its 30 s span is whole at 1033 and 1034 only (busy again at
+    # 1035). The live view, judging every second, warned of it; a replay judging every 5 s would not.
+    samples = [Sample(time=1000.0 + i, gpus=(Gpu(0, util=1.0 if 3 <= i < 35 else 90.0),), training=True)
+               for i in range(80)]
+    episodes = rules.replay({"h0": iter(samples)}, sync=True)
+    assert [(e.finding.kind, e.start, e.end) for e in episodes] == [("idle_gpu", 1033.0, 1034.0)]
