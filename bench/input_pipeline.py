@@ -1,4 +1,4 @@
-"""B3 input pipeline: one pass over the training set through the trainer's pipeline (`trainer.data`:
+"""B3 input pipeline: one pass over the training set through the trainer's pipeline (`trainer.train.data`:
 parallel decode → cache → shuffle → batch → prefetch) versus the original script's
 (`image_dataset_from_directory` + cache + shuffle + prefetch), global batch 64 (one worker), on the
 same generated folder of 5,000 PNGs. Epoch 1 decodes from disk; epochs 2–3 read the cache.
@@ -27,8 +27,8 @@ import json, sys, time
 import tensorflow as tf
 which, folder = sys.argv[1], sys.argv[2]
 if which == "trainer":
-    from trainer.config import DatasetConfig
-    from trainer.data import load
+    from trainer.spec.config import DatasetConfig
+    from trainer.train.data import load
     cfg = DatasetConfig(kind="image_folder", train_dir=folder, image_size=({size}, {size}), validation_split=0.2)
     train, _ = load(cfg, 42).batches({batch})
 else:  # the original script
@@ -57,7 +57,7 @@ def one_pass(which: str, folder: Path) -> list[float]:
 def main(repeats: int = 3) -> None:
     raw: dict = {"trainer": [], "original": []}
     with tempfile.TemporaryDirectory(prefix="tfc-pipeline-") as tmp:
-        subprocess.run([sys.executable, "-m", "trainer.synth", tmp, "--classes", str(CLASSES), "--per-class",
+        subprocess.run([sys.executable, "-m", "trainer.train.synth", tmp, "--classes", str(CLASSES), "--per-class",
                         str(PER_CLASS), "--size", str(SIZE)], cwd=REPO, check=True, capture_output=True)
         for _ in range(repeats):  # interleaved; a fresh process each time, so epoch 1 really decodes
             for which in raw:

@@ -163,7 +163,7 @@ def write_data(folder: Path) -> tuple[Path, str]:
         pass
     import numpy as np
     from PIL import Image
-    from trainer.synth import class_names, make_images
+    from trainer.train.synth import class_names, make_images
     images, labels = make_images(4, 100, (16, 16), 1, seed=0)
     for n, (image, label) in enumerate(zip(images, labels)):
         target = folder / class_names(4)[label]

@@ -35,7 +35,7 @@ def breakdown(xplane: Path, steps: int) -> dict:
     the arithmetic (top-level executor work on the tf_Compute threads), each collective (top-level
     CollectiveReduceV2 events on the collective_ops threads; the largest is the packed gradients),
     the Python outside the compiled step, and the input pipeline's threads (overlapped)."""
-    from trainer.profile import host_events
+    from trainer.train.profile import host_events
     total, collectives = Counter(), Counter()
     for ev in host_events(xplane):
         if ev.thread == "python" and ev.name in ("train_function", "EagerLocalExecute: " + ev.name.split(": ")[-1]):
@@ -104,7 +104,7 @@ def report(raw: dict) -> None:
 {raw['machine']}; CPU flags: {raw['cpu_flags']}; {raw['repeats']} repetitions, interleaved.
 The trainer's `profile_steps: {list(raw['steps'])}` traces those training steps with the TensorFlow
 profiler on each worker (each pinned to its own core, as in B1); `bench/lockstep.py` reads the
-traces (`*.xplane.pb`, through `trainer/profile.py`): per step, the compiled step as the Python
+traces (`*.xplane.pb`, through `trainer/train/profile.py`): per step, the compiled step as the Python
 thread sees it, the arithmetic on the executor threads, each all-reduce on the collective threads
 (the largest is the packed gradients), the Python around the step, and the input pipeline's
 threads (which run ahead, overlapped). Medians, ms per step.

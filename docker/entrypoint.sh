@@ -8,9 +8,9 @@
 # mounts the repository's runs/ there).
 set -eu
 # Under Kubernetes or Slurm, with no TF_CONFIG given: build it from the scheduler's variables
-# (trainer/rank.py), for `run:` scripts as for the trainer.
+# (trainer/cluster/rank.py), for `run:` scripts as for the trainer.
 if [ -z "${TF_CONFIG:-}" ]; then
-  exports=$(python3 -m trainer.rank) || exit 2
+  exports=$(python3 -m trainer.cluster.rank) || exit 2
   eval "$exports"
 fi
 results=${TFC_RESULTS_DIR:-/results}

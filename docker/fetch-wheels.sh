@@ -42,7 +42,7 @@ download --no-deps "tf_keras~=$tfminor.0"   # its one dependency, TensorFlow, is
 download --no-deps "optuna==5.0.0" "alembic==1.20.1" "sqlalchemy==2.1.9" "mako==1.4.3" "markupsafe==3.0.4" \
   "colorlog==6.12.0" "tqdm==4.70.1"
 # MLflow's client, with which the chief writes the best model in MLflow's format when the inventory
-# has `tracking:` (trainer/mlflow_model.py); pandas because MLflow's TensorFlow flavour imports it.
+# has `tracking:` (trainer/train/mlflow_model.py); pandas because MLflow's TensorFlow flavour imports it.
 # With their dependencies: the build installs them with no network.
 download "mlflow-skinny==3.17.2" "pandas==2.3.3"
 ls "$out"/*.whl >/dev/null 2>&1 || { echo "fetch-wheels: no wheel downloaded" >&2; exit 1; }

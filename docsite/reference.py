@@ -144,7 +144,7 @@ def inventory_page() -> str:
 # --- the trainer ------------------------------------------------------------------------------
 def trainer_schema() -> dict:
     from launcher.inventory.json_schema import _tidy
-    from trainer.config import TrainConfig
+    from trainer.spec.config import TrainConfig
     schema = TrainConfig.model_json_schema(mode="validation")
     _tidy(schema)
     return schema
@@ -161,7 +161,7 @@ def trainer_page() -> str:
     out = ["# Trainer settings", "",
            "The built-in trainer's settings: the inventory's `train:` section, the simulation's "
            "`compose/simulation-train.yaml`, or `python -m trainer --config train.yaml`. Written from the model "
-           "(`trainer/config.py`) when this site is built. Any setting can also be given as an environment variable "
+           "(`trainer/spec/config.py`) when this site is built. Any setting can also be given as an environment variable "
            "`TFC_TRAIN_<KEY>` (nested keys joined by `__`: `TFC_TRAIN_DATASET__IMAGE_SIZE=[64,64]`, values are YAML) "
            "or a flag; precedence: file < environment < flags.", "",
            "## Flags of `python -m trainer`", "", "| flag | what |", "|---|---|"]

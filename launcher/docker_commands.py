@@ -162,7 +162,7 @@ def probe_stop(name: str) -> list[str]:
 
 def read_progress_files(results: str) -> list[str]:
     """Each worker's progress-<task>.json in the run's results folder, one per line (bounded), then
-    the chief queue's search-progress.json after a line `#search` (trainer/progress.py)."""
+    the chief queue's search-progress.json after a line `#search` (trainer/spec/progress.py)."""
     return ["sh", "-c", 'for f in "$1"/progress-*.json; do [ -f "$f" ] && head -c 16384 "$f" && echo; done; '
             'if [ -f "$1/search-progress.json" ]; then echo "#search"; head -c 65536 "$1/search-progress.json"; echo; fi; true',
             "sh", results]
@@ -174,7 +174,7 @@ def mark_finished(run_dir: str) -> list[str]:
 
 
 def signal_lost(signals: str, host: str, why: str) -> list[str]:
-    """Tell the chief's trial queue that `host` is gone (trainer/coordinator.py reads signals/)."""
+    """Tell the chief's trial queue that `host` is gone (trainer/search/coordinator.py reads signals/)."""
     return ["sh", "-c", 'mkdir -p "$1" && printf "%s" "$3" > "$1/.$2.tmp" && mv -f "$1/.$2.tmp" "$1/$2.lost"',
             "sh", signals, host, why]
 

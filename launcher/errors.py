@@ -1,4 +1,4 @@
-"""The launcher's errors, on the family shared with the trainer (trainer/errors.py); the CLI turns
+"""The launcher's errors, on the family shared with the trainer (trainer/spec/errors.py); the CLI turns
 each into an exit code in one place.
 
 Every error that involves a host carries the host, the command, its exit status and the tail of
@@ -10,7 +10,7 @@ import shlex
 from typing import Sequence
 
 from launcher.text import one_line, printable
-from trainer.errors import BadInput, ExitCode, TfcError
+from trainer.spec.errors import BadInput, ExitCode, TfcError
 
 __all__ = ["ExitCode", "TfcError", "BadInput", "InventoryError", "RemoteError", "HostKeyError", "ConnectError",
            "BadAnswer", "KeyFileError", "GroupError", "PreflightError", "ClusterFailed", "ImageError", "CalledOff", "summary"]

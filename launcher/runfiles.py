@@ -247,9 +247,9 @@ MAX_RESULTS = 64 << 20          # a results.json of a search of 100,000 trials, 
 
 
 def load_results(run_dir: Path, folder: str = "") -> dict:
-    """run_dir/folder/results.json read safely and checked by its owner (trainer/results.py): the
+    """run_dir/folder/results.json read safely and checked by its owner (trainer/spec/results.py): the
     one way the launcher takes a results file in; every reader trusts what it returns."""
-    from trainer import results
+    from trainer.spec import results
     rel = Path(folder) / RESULTS
     path = Path(run_dir) / rel
     try:
@@ -267,6 +267,6 @@ def load_results(run_dir: Path, folder: str = "") -> dict:
 
 def write_results(run_dir: Path, doc: dict, folder: str = "") -> Path:
     """results.json written whole, as its owner writes it (after its check)."""
-    from trainer import results
+    from trainer.spec import results
     results.check(doc, str(Path(run_dir) / folder / RESULTS))
     return write_bytes(Path(run_dir), Path(folder) / RESULTS, results.dumps(doc).encode())

@@ -14,7 +14,7 @@ run is never overwritten. Ids sort by time: `20261125-140233-3f2a1b2c` (when, an
 
 **The queue's keys.** A parallel search's queue takes calls only from the run's hosts, each proving
 its name with a key made for that run from a secret of this machine's (`~/.local/state/tfcompose/
-queue-secret`, mode 600): the chief gets the run's key, every other host its own (trainer/wire.py).
+queue-secret`, mode 600): the chief gets the run's key, every other host its own (trainer/spec/keys.py).
 """
 from __future__ import annotations
 
@@ -100,6 +100,6 @@ def launcher_secret() -> bytes:
 
 def queue_keys(cluster, run: str) -> dict[str, str]:
     """Each host's key file text for the run: the run's key on the chief, its own elsewhere."""
-    from trainer.wire import host_key, run_key
+    from trainer.spec.keys import host_key, run_key
     key = run_key(launcher_secret(), cluster.name, run)
     return {h.name: (key if h.chief else host_key(key, h.name)).hex() + "\n" for h in cluster.hosts}

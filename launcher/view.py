@@ -56,7 +56,7 @@ class RichReporter:
         self.bars: dict[str, tuple] = {}
         self.sending: dict[str, float] = {}     # host → fraction of a transfer under way
         self.search_line = ""                   # the search's progress, as one line
-        self.whole = None                       # a parallel search's progress (trainer/progress.SearchProgress)
+        self.whole = None                       # a parallel search's progress (trainer/spec/progress.SearchProgress)
         self.here: tuple[float, str] | None = None   # work on this machine the hosts wait for: (fraction, text)
         self.hardware: dict[str, str] = {}      # host → its telemetry line (launcher/telemetry)
         self._printed: dict[str, tuple] = {}
@@ -113,7 +113,7 @@ class RichReporter:
                 say(f"{host}: {line}")
 
     def search(self, whole) -> None:
-        """A parallel search's progress, from the chief's queue (trainer/progress.SearchProgress)."""
+        """A parallel search's progress, from the chief's queue (trainer/spec/progress.SearchProgress)."""
         with self._lock:
             self.whole = whole
             self._say_search(search_summary(whole.summary()) + (f" ({whole.note})" if whole.note else ""),
@@ -216,7 +216,7 @@ def leases_table(states) -> Table:
 def leaderboard(run_dir: Path) -> Table | None:
     from launcher import runfiles
     from launcher.results import report, values
-    from trainer import results
+    from trainer.spec import results
     if not runfiles.is_file(run_dir, runfiles.RESULTS):
         return None
     try:
@@ -254,7 +254,7 @@ def trial_state(record: dict) -> str:
 def lost_trials(run_dir: Path) -> list[str]:
     """After a parallel search: each host the chief stopped hearing from, and where its trial went."""
     from launcher import runfiles
-    from trainer import results
+    from trainer.spec import results
     try:
         doc = runfiles.load_results(run_dir)
     except results.ResultsError:
@@ -283,7 +283,7 @@ def log_line_printer(hosts: list[str]):
     return emit
 
 
-# --- training progress (trainer/progress.py's documents), as one line ---------------------------
+# --- training progress (trainer/spec/progress.py's documents), as one line ---------------------------
 
 def trial_words(p, trial_index: int, trial: str) -> str:
     """`trial 3/16 small_cnn#003` (every worker trains every trial), or in a parallel search, where

@@ -70,7 +70,7 @@ def image_folder(tmp_path_factory) -> Path:
     """A generated OASIS-layout dataset: train/ and val/ with 4 class folders of 32×32 PNGs."""
     out = tmp_path_factory.mktemp("images")
     # In a child process: the test process itself never imports TensorFlow.
-    subprocess.run([sys.executable, "-m", "trainer.synth", str(out), "--classes", "4", "--per-class", "48",
+    subprocess.run([sys.executable, "-m", "trainer.train.synth", str(out), "--classes", "4", "--per-class", "48",
                     "--size", "32"], check=True, cwd=REPO, capture_output=True)
     for path in [out, *out.rglob("*")]:  # readable by the non-root user a container runs as
         path.chmod(0o755 if path.is_dir() else 0o644)

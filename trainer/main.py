@@ -11,12 +11,12 @@ import os
 import sys
 from pathlib import Path
 
-from trainer import rank
-from trainer.config import TrainConfig, env_overrides, parse_yaml
-from trainer.load import load_config
-from trainer.errors import ConfigError, ExitCode, TfcError
-from trainer.tfconfig import ClusterInfo, is_chief, parse_tf_config
-from trainer.trials import expand
+from trainer.cluster import rank
+from trainer.spec.config import TrainConfig, env_overrides, parse_yaml
+from trainer.spec.load import load_config
+from trainer.spec.errors import ConfigError, ExitCode, TfcError
+from trainer.cluster.tfconfig import ClusterInfo, is_chief, parse_tf_config
+from trainer.spec.trials import expand
 
 SHORTCUTS = {  # flag → config field; every other field through --set key=value
     "epochs": "epochs", "candidates": "candidates", "results_dir": "results_dir",
@@ -100,7 +100,7 @@ def search_with(cfg: TrainConfig, info: ClusterInfo, strategy, data, chief: bool
     """(this worker's state, every trial's record, the search's settings, whether this worker
     writes results.json, what results.json says of every host in parallel mode): one trial loop
     (trial_loop.run_trials) over the source the search needs."""
-    from trainer import trial_loop
+    from trainer.search import trial_loop
     if not cfg.search.uses_study:
         source = trial_loop.GridSource(cfg, info.task_name, strategy, log)
         return trial_loop.run_trials(source, cfg, info.task_name, strategy, data, chief, log), None, {}, chief, {}
@@ -116,8 +116,8 @@ def search_with(cfg: TrainConfig, info: ClusterInfo, strategy, data, chief: bool
 
 def search_settings(cfg: TrainConfig, study) -> dict:
     """results.json's `search`: what was searched and how, and why it ended early if it did."""
-    from trainer.space import max_epochs, rungs
-    from trainer.trial_loop import budget
+    from trainer.spec.space import max_epochs, rungs
+    from trainer.search.trial_loop import budget
     settings = {"sampler": cfg.search.sampler, "pruner": cfg.search.pruner, "trials": budget(cfg),
                 "min_epochs": cfg.search.min_epochs, "reduction_factor": cfg.search.reduction_factor,
                 "max_epochs": max_epochs(cfg), "rungs": rungs(cfg)}
@@ -128,11 +128,11 @@ def search_settings(cfg: TrainConfig, study) -> dict:
 def search_in_parallel(cfg: TrainConfig, info: ClusterInfo, strategy, data):
     """This host's trials from the chief's queue; on the chief (which serves the queue to the
     others when the launcher gave it a cluster) also every trial's record and the hosts' summary."""
-    from trainer import queue as q, trial_loop, wire
-    from trainer.coordinator import Coordinator
-    from trainer.progress import SEARCH_FILE
-    from trainer.search import backup_root
-    from trainer.study import Study
+    from trainer.search import queue as q, trial_loop, wire
+    from trainer.search.coordinator import Coordinator
+    from trainer.spec.progress import SEARCH_FILE
+    from trainer.train.trial import backup_root
+    from trainer.search.study import Study
     host = os.environ.get("TFC_HOST", "") or info.task_name
     if cfg.search.queue not in (None, "serve"):
         key = wire.read_key(Path(cfg.search.key_file)) if cfg.search.key_file else wire.new_key()
@@ -179,10 +179,11 @@ def search_in_parallel(cfg: TrainConfig, info: ClusterInfo, strategy, data):
 def run(cfg: TrainConfig, info: ClusterInfo) -> int:
     # Imported here: TensorFlow takes seconds to import, bad input should not wait for it.
     log(f"[{info.task_name}] importing TensorFlow")
-    from trainer import data as data_mod, models, strategy as strategy_mod
-    from trainer.results import leaderboard, results_doc, write_json_atomic
-    from trainer.search import remove_backups
-    from trainer import mlflow_model
+    from trainer.train import data as data_mod, models
+    from trainer.cluster import strategy as strategy_mod
+    from trainer.spec.results import leaderboard, results_doc, write_json_atomic
+    from trainer.train.trial import remove_backups
+    from trainer.train import mlflow_model
     mlflow_model.prepare(log)       # with `tracking:`: MLflow imported now, not when the best model is saved
 
     started = dt.datetime.now(dt.timezone.utc)
@@ -212,7 +213,7 @@ def run(cfg: TrainConfig, info: ClusterInfo) -> int:
         log(f"[{info.task_name}] data: skipped {len(data.skipped)} file(s) that cannot be decoded: "
             + ", ".join(data.skipped[:10]) + (" …" if len(data.skipped) > 10 else ""))
     if chief:
-        from trainer import hparams
+        from trainer.train import hparams
         try:
             hparams.write_experiment(cfg, Path(cfg.results_dir) / "tensorboard")
         except (TypeError, ValueError) as exc:     # a nicety: the search goes on without its dashboard
@@ -233,6 +234,6 @@ def run(cfg: TrainConfig, info: ClusterInfo) -> int:
     # The others wait here while the chief writes: no container exits before the results exist.
     strategy_mod.barrier(strategy)
     if info.is_multi_worker and not chief:      # (parallel mode has no TF_CONFIG cluster: refused in main)
-        from trainer.watchdog import wait_until_gone
+        from trainer.cluster.watchdog import wait_until_gone
         wait_until_gone(info.tasks()[0][1])     # and the chief leaves first (see wait_until_gone)
     return int(ExitCode.OK)

@@ -28,12 +28,10 @@ import time
 from pathlib import Path
 from typing import Optional
 
-REPEATED = 3                     # exit code: the program failed twice alike at its start; not run again
-START_S = 300.0                  # "at its start": within this long of starting (TensorFlow's import, CUDA, the cluster, the first step)
+from trainer.spec.runner_lines import (FAILED, ITS_ERROR, NOT_AGAIN, PREFIX, REPEATED, START_S,  # noqa: F401
+                                         failed_line, failure_of, not_again_line, printable)
+
 STATE = Path("/tmp/.tfcompose-starts.json")
-PREFIX = "tfcompose runner:"
-FAILED = f"{PREFIX} the program failed"
-NOT_AGAIN = f"{PREFIX} not started again"
 KEPT = 64 << 10                  # the end of stderr kept for its error line
 DRAIN_S = 5.0                    # after the program ended, how long the rest of its stderr may take
 TF_LOG = re.compile(r"^[IWEF]\d{4} ")        # TensorFlow's own log lines (W0000 00:00:… …)
@@ -51,29 +49,6 @@ def error_line(stderr_tail: str) -> str:
             return printable(found)
     said = [line for line in lines if line.strip() and not TF_LOG.match(line) and not line.startswith(PREFIX)]
     return printable(said[-1]) if said else ""
-
-
-def printable(text: str, limit: int = 300) -> str:
-    return "".join(c if c.isprintable() else "?" for c in text.strip())[:limit]
-
-
-ITS_ERROR = "; its error: "
-
-
-def failed_line(code: int, seconds: float, error: str) -> str:
-    """The one line a failure is said in (the launcher reads it back with `failure_of`)."""
-    return f"{FAILED} (exit code {code}, {seconds:.0f} s after its start)" + (f"{ITS_ERROR}{error}" if error else "")
-
-
-def not_again_line(why: str, error: str) -> str:
-    return f"{NOT_AGAIN}: it failed twice alike within {START_S:.0f} s of its start ({why}){ITS_ERROR}{error}"
-
-
-def failure_of(line: str) -> Optional[str]:
-    """The program's error line from a runner's line in a log (FAILED or NOT_AGAIN), else None."""
-    if line.startswith((FAILED, NOT_AGAIN)) and ITS_ERROR in line:
-        return line.split(ITS_ERROR, 1)[1].strip() or None
-    return None
 
 
 def repeated(starts: list[dict]) -> Optional[str]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from launcher.inventory.model import Cluster, Host
 from launcher.inventory.schema import RemotePath, system_path
-from trainer.validation import Problem
+from trainer.spec.validation import Problem
 
 
 def _host_loc(cluster: Cluster, host: Host, key: str) -> tuple:
@@ -63,8 +63,8 @@ def _bootstrap_checks(cluster: Cluster) -> list[Problem]:
 
 
 def _search_checks(cluster: Cluster) -> list[Problem]:
-    """The search space and budget (trainer/space.py: the trainer checks the same again)."""
-    from trainer import space
+    """The search space and budget (trainer/spec/space.py: the trainer checks the same again)."""
+    from trainer.spec import space
     train = cluster.spec.train
     if train is None:
         return []
@@ -131,7 +131,7 @@ def _remote_path_ok(value: str) -> bool:
 
 
 def _parallel_checks(cluster: Cluster) -> list[Problem]:
-    from trainer import space
+    from trainer.spec import space
     train = cluster.spec.train
     if train is None or train.search.mode != "parallel" or space.problems(train):
         return []           # what is wrong with the space itself is _search_checks' to say

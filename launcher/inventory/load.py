@@ -18,8 +18,8 @@ from launcher.inventory import checks, jumps, tracking
 from launcher.inventory.model import Cluster, Host
 from launcher.inventory.schema import JUMP, Inventory
 from launcher.inventory.ssh_config import SshConfig
-from trainer import yamlfile
-from trainer.validation import Problem, validate
+from trainer.spec import yamlfile
+from trainer.spec.validation import Problem, validate
 
 # ${NAME} and ${NAME:-default}; $$ is a literal $ (as in compose files).
 ENV_REF = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

@@ -12,8 +12,8 @@ from pydantic import AfterValidator, Field, StringConstraints, field_validator
 
 from launcher.inventory import jumps
 from launcher.inventory.patterns import HOSTNAME_RE  # jumps.py reads it too
-from trainer.config import TrainConfig
-from trainer.validation import StrictFloatT, StrictIntT, StrictModel as _Strict, field
+from trainer.spec.config import TrainConfig
+from trainer.spec.validation import StrictFloatT, StrictIntT, StrictModel as _Strict, field
 
 NAME_RE = r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$"
 USER_RE = r"^[a-z_][a-z0-9_-]{0,31}$"

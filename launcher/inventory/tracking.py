@@ -8,7 +8,7 @@ from typing import Optional
 
 from launcher.inventory.model import TrackerSettings
 from launcher.inventory.schema import TRACKER_URI, Inventory
-from trainer.validation import Problem
+from trainer.spec.validation import Problem
 
 URI_ENV, EXPERIMENT_ENV = "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME"
 URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:[^\s\x00-\x1f\x7f]*$")

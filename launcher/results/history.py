@@ -12,8 +12,8 @@ from launcher import runfiles
 from launcher.results import outcome
 from launcher.text import one_line
 
-from trainer import results
-from trainer.errors import BadInput
+from trainer.spec import results
+from trainer.spec.errors import BadInput
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from launcher import runfiles  # noqa: E402
 from launcher.results import axes, values  # noqa: E402
 from launcher.text import one_line  # noqa: E402
-from trainer import results  # noqa: E402  (the results.json owner)
+from trainer.spec import results  # noqa: E402  (the results.json owner)
 
 
 @dataclass
@@ -34,7 +34,7 @@ class Report:
 
 
 def ranked(doc: dict) -> list[dict]:
-    """The trials best first, by the results format's one rule (trainer/results.py)."""
+    """The trials best first, by the results format's one rule (trainer/spec/results.py)."""
     return results.ranked(doc["candidates"])
 
 

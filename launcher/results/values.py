@@ -89,7 +89,7 @@ def texts(records: list[dict]) -> list[str]:
 
 def space_lines(train) -> list[str]:
     """What a search will do, as `tfcompose validate` understood it (a trainer config)."""
-    from trainer import space
+    from trainer.spec import space
     search = train.search
     seed = search.seed if search.seed is not None else train.seed
     if search.sampler == "grid":

@@ -33,7 +33,7 @@ from launcher.stages.status import attach, containers, newest, run_label, status
 from launcher.telemetry.assemble import assemble
 from launcher.text import Scrubber
 from launcher.tracking import upload as tracking
-from trainer import results
+from trainer.spec import results
 
 
 def collect(cluster: Cluster, runs_dir: Path = Path("runs"), reporter=None, run: str = "") -> Path:

@@ -2,7 +2,7 @@
 lab outgrows SSH (`tfcompose render --target jobset|slurm`).
 
 Neither target gets a TF_CONFIG: each replica learns who it is from the scheduler
-(trainer/rank.py): JobSet pods from JOB_COMPLETION_INDEX and their stable DNS names, Slurm tasks
+(trainer/cluster/rank.py): JobSet pods from JOB_COMPLETION_INDEX and their stable DNS names, Slurm tasks
 from SLURM_PROCID and SLURM_JOB_NODELIST. The hosts become a replica count, `gpus` a GPU count
 per pod or node, `data_dir` a volume or a path, the train config a ConfigMap or a file. What both
 targets share is in export_common.py, the Slurm job in export_slurm.py; the JobSet is here.

@@ -2,7 +2,7 @@
 trainer's config, the GPUs per replica, and the fields a target cannot do without.
 
 Neither target gets a TF_CONFIG: each replica learns who it is from the scheduler
-(trainer/rank.py), so every replica gets the same environment.
+(trainer/cluster/rank.py), so every replica gets the same environment.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ train.yaml beside it for the built-in trainer.
 One task per node runs the image with the node's container runtime: Apptainer (or Singularity),
 enroot through pyxis (srun's own container options), or Docker (`docker run --network host` on
 each node's engine). Each task learns its rank from SLURM_PROCID and its peers from
-SLURM_JOB_NODELIST (trainer/rank.py, through the image's entrypoint); no TF_CONFIG is written.
+SLURM_JOB_NODELIST (trainer/cluster/rank.py, through the image's entrypoint); no TF_CONFIG is written.
 
 Two things Slurm does that the script must allow for:
 - it opens `#SBATCH --output` before the script runs, so a path inside a results folder that does

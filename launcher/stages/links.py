@@ -23,7 +23,7 @@ from launcher.ssh.group import Group
 from launcher.inventory.model import Host
 from launcher.plan import Plan
 from launcher.text import one_line
-from trainer.config import LINK_MBIT_S
+from trainer.spec.config import LINK_MBIT_S
 
 LISTEN_S = 30          # a listener ends by itself after this, should the launcher vanish
 CONNECT_TIMEOUT_S = 3
@@ -200,7 +200,7 @@ def checked_port(plan: Plan) -> str:
 
 def parse_answer(text: str, plan: Plan, host: Host) -> tuple[dict[str, str], dict[str, float]]:
     """A host's probe output, checked: only its peers, each a short printable reason (a link the
-    host does not mention is "no answer") and a Mbit/s a link can carry (trainer.config's
+    host does not mention is "no answer") and a Mbit/s a link can carry (trainer.spec.config's
     LINK_MBIT_S, what `validate` allows too; others: not measured)."""
     try:
         doc = json.loads(text[:100_000] or "{}")

@@ -19,7 +19,7 @@ from launcher import docker_commands as dc
 from launcher.inventory.model import Host
 from launcher.plan import Plan
 from launcher.stages.status import HostStatus, host_status, unreachable
-from trainer.progress import Progress, SearchProgress, parse, parse_search
+from trainer.spec.progress import Progress, SearchProgress, parse, parse_search
 
 WAIT_S = 10.0       # the longest a round waits for a host before it goes on without its answer
 

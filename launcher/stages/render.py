@@ -137,7 +137,7 @@ def host_service(plan: Plan, host) -> ServiceSpec:
         del env["TF_CONFIG"]
     if plan.nic(host):
         env["NCCL_SOCKET_IFNAME"] = plan.nic(host)
-    if cluster.tracking is not None and not user:   # the best model also in MLflow's format (trainer/mlflow_model.py)
+    if cluster.tracking is not None and not user:   # the best model also in MLflow's format (trainer/train/mlflow_model.py)
         env["TFC_MLFLOW_MODEL"] = "1"
     volumes = [f"./{config.rsplit('/', 1)[1]}:{config}:ro"]
     if host.data_dir:
@@ -196,7 +196,7 @@ def write_bundles(plan: Plan, out_dir: Path) -> list[Path]:
 def write_folder(folder: Path, files: dict[str, str], out_dir: Path) -> list[Path]:
     """Each file under a temporary name, then renamed: no half file under a final name; private
     (600), as on the hosts: a bundle may hold the values of `run.env`."""
-    from trainer.errors import BadInput
+    from trainer.spec.errors import BadInput
     written = []
     try:
         folder.mkdir(parents=True, exist_ok=True)

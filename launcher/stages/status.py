@@ -131,7 +131,7 @@ def host_status(host: Host, conn, cluster: str, with_line: bool = True, timeout:
 
 def program_error(lines: list[str]) -> str:
     """The program's own error line from the runner's last word on it in a log, or ""."""
-    from trainer.runner import failure_of
+    from trainer.spec.runner_lines import failure_of
     return next((found for line in reversed(lines) if (found := failure_of(line))), "")[:300]
 
 

@@ -27,9 +27,9 @@ from launcher.stages.down import stop_all
 from launcher.stages.looks import Look, Looks, host_progress
 from launcher.stages.status import HostStatus, program_error
 from launcher.text import clock, printable
-from trainer.progress import Progress, SearchProgress
+from trainer.spec.progress import Progress, SearchProgress
 
-BAD_INPUT = 2               # the trainer's exit code for input it refuses (trainer/errors.py)
+BAD_INPUT = 2               # the trainer's exit code for input it refuses (trainer/spec/errors.py)
 SAME_ERROR = 3              # the image's runner: the program failed twice alike at its start (trainer/runner.py)
 
 

@@ -1,6 +1,6 @@
 """At `collect` (and when a session ends): the run folder's telemetry spools merged into
 telemetry/<host>.csv (csvfile.py), and each trial's figures from those CSVs (figures.py) added to
-its record in results.json, whose owner (trainer/results.py) checks the document before it is
+its record in results.json, whose owner (trainer/spec/results.py) checks the document before it is
 written back whole."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from launcher import runfiles
 from launcher.telemetry import csvfile, figures
-from trainer import results
+from trainer.spec import results
 
 FIGURES = ("gpu_hours", "gpu_utilization", "energy_wh", "cpu_hours", "telemetry_coverage")
 

@@ -238,7 +238,7 @@ class Tracker:
         return ready[0] if ready else None
 
     def log_model(self, run_id: str, folder, step: int, params: dict[str, str], tags: dict[str, str]):
-        """A model folder in MLflow's format (trainer/mlflow_model.py) as the run's logged model:
+        """A model folder in MLflow's format (trainer/train/mlflow_model.py) as the run's logged model:
         made, its MLmodel told its id and run (as MLflow's own log_model does), its files sent, ready."""
         import shutil
         import tempfile

@@ -220,11 +220,11 @@ def trial_epochs(record: dict, rows: list[dict]) -> list[Epoch]:
 
 # --- live: a progress document ------------------------------------------------------------------
 
-NOT_FINITE = -1.0     # trainer/progress.py writes this for a figure that was not a number
+NOT_FINITE = -1.0     # trainer/spec/progress.py writes this for a figure that was not a number
 
 
 def progress_epochs(progress, host: str) -> list[Epoch]:
-    """The epochs a progress document lists (its last few, trainer/progress.py's `recent`), each with
+    """The epochs a progress document lists (its last few, trainer/spec/progress.py's `recent`), each with
     its end and its trial's start when the document says (`epoch_times`)."""
     out = []
     times = progress.epoch_times or [(None, None)] * len(progress.recent)

@@ -9,7 +9,7 @@ that sent most epochs, adds only what is missing.
 
 What is sent: for every trial of results.json its child run (values as params, every epoch from
 its history file, its figures, its state as a tag and a status); the best trial's model in
-MLflow's format (trainer/mlflow_model.py wrote it on the host that trained it) as that run's
+MLflow's format (trainer/train/mlflow_model.py wrote it on the host that trained it) as that run's
 logged model, registered under `register_as`; results.json, report.md and the report's pictures
 as files of the parent.
 """
@@ -29,8 +29,8 @@ from launcher.tracking import ledger as ledger_mod, mapping
 from launcher.tracking.client import Tracker, TrackerError
 from launcher.tracking.outbox import ROW
 from launcher.tracking.secrets import shown
-from trainer import results
-from trainer.mlflow_model import FOLDER as MODEL_FOLDER, SOURCE_KEY   # the format's owner
+from trainer.spec import results
+from trainer.spec.model_files import FOLDER as MODEL_FOLDER, SOURCE_KEY   # the format's owner
 
 PARENT_FILES = ("results.json", "report.md")
 MAX_MLMODEL = 1 << 20

@@ -62,7 +62,7 @@ def test_two_workers_bfloat16_every_4_agree_and_trace_one_bfloat16_gradient_allr
     record = json.loads((results[0] / "results.json").read_text())["candidates"][0]
     assert record["allreduce"] == {"dtype": "bfloat16", "every": 4, "auto": False, "why": "as configured",
                                    "link_mbit_s": None, "step_ms": None, "expected_ms": None}
-    from trainer.profile import collective_dtypes, collective_ops   # imports TensorFlow
+    from trainer.train.profile import collective_dtypes, collective_ops   # imports TensorFlow
     graph = collective_dtypes(results[0] / "tensorboard" / "small_cnn" / "train")
     for i in range(2):   # steps 4–11 of the first epoch: windows end after steps 7 and 11
         (trace,) = (results[i] / "profile" / f"worker-{i}").rglob("*.xplane.pb")

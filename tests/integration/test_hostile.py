@@ -174,7 +174,7 @@ def allreduce_auto(doc: dict, w: World) -> None:
 
 def link_never_reaches_train_yaml(w: World, _outcome) -> None:
     """What each host was given loads in the trainer, and holds no link figure no link has."""
-    from trainer.load import load_config
+    from trainer.spec.load import load_config
     for host in w.hosts:
         cfg = load_config(str(host.workdir / w.cluster / "train.yaml"))
         assert cfg.allreduce.auto and cfg.allreduce.link_mbit_s is None, cfg.allreduce

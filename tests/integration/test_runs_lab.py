@@ -23,7 +23,7 @@ from support.digits import write_digits
 from support.lab import Lab, available
 from support.sshd import write_inventory
 from support.hparams import hparams_sessions
-from trainer.results import safe_name
+from trainer.spec.results import safe_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]   # the lab's set-up counts in the first
 BUDGET = 6

@@ -19,8 +19,8 @@ from launcher.stages import render
 from support.cluster import CliProcess, cli, docker_here, labelled, run_results, throttle_at_start, up_wait
 from support.common import free_ports
 from support.hparams import hparams_sessions
-from trainer import results
-from trainer.results import safe_name
+from trainer.spec import results
+from trainer.spec.results import safe_name
 
 pytestmark = pytest.mark.integration
 SPACE = {"dataset": {"kind": "synthetic", "image_size": [24, 24], "per_class": 32}, "candidates": ["small_cnn", "deep_cnn"],

@@ -108,7 +108,7 @@ def test_mixed_bfloat16_trains_on_two_cpu_workers_with_a_float32_softmax_and_eac
         # step_metrics: local: per step, the gradients' all-reduce and the iterator's "does every
         # worker still have a batch"; no all-reduce reading a metric's mean (`div_no_nan/...`) nor
         # summing the step's outputs (8 in all with all_workers)
-        from trainer.profile import collective_ops   # imports TensorFlow
+        from trainer.train.profile import collective_ops   # imports TensorFlow
         ops = collective_ops(traces[0])
         assert sorted(ops.values()) == [2, 2] and not any("div_no_nan" in op for op in ops), ops
 

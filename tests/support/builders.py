@@ -9,7 +9,7 @@ from pathlib import Path
 
 from launcher.inventory.model import Cluster, Host
 from launcher.inventory.schema import Inventory
-from trainer.progress import Tracker, parse
+from trainer.spec.progress import Tracker, parse
 
 
 def host(name: str, index: int = 0, **kw) -> Host:

@@ -13,7 +13,7 @@ import pytest
 
 from launcher import runfiles
 from launcher.runfiles import RunFileError
-from trainer import results
+from trainer.spec import results
 
 DOC = {"schema": 1, "candidates": [{"candidate": "x", "val_accuracy": 0.5, "val_loss": 1.0, "train_seconds": 1.0,
                                     "images_per_second": 1.0, "params": 1, "epochs": 1}],

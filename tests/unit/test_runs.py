@@ -46,7 +46,7 @@ def test_the_probes_answers_read_as_a_run():
 
 def test_each_hosts_queue_key_proves_that_host_only_and_the_secret_is_private(tmp_path, monkeypatch):
     from support.builders import cluster
-    from trainer import wire
+    from trainer.search import wire
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     made = cluster(3)
     keys = runs.queue_keys(made, "20261125-140233-3f2a1b2c")

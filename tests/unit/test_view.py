@@ -89,7 +89,7 @@ def test_the_leases_table_shows_every_hosts_leases_and_each_waiter_once(capsys):
 def test_a_parallel_searchs_line_and_each_hosts_eta_come_from_the_chiefs_queue(tmp_path, capsys):
     from dataclasses import replace
     from launcher.view import RichReporter
-    from trainer.progress import SearchProgress
+    from trainer.spec.progress import SearchProgress
     counts = {"done": 2, "pruned": 1, "failed": 0, "running": 2, "left": 3, "best": "small_cnn#002",
               "best_val_accuracy": 0.91}
     hosts = {h: {"trial": f"small_cnn#00{i + 4}", "epoch": 1, "epochs": 3, "state": "training",

@@ -7,7 +7,7 @@ import re
 
 from docsite import reference
 from launcher.inventory.schema import Inventory
-from trainer.config import TrainConfig
+from trainer.spec.config import TrainConfig
 
 
 def model_paths(model, prefix=""):

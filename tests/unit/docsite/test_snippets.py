@@ -77,7 +77,7 @@ TRAINS = [b for b in BLOCKS if b.marker == "train"]
 
 @pytest.mark.parametrize("block", TRAINS, ids=[b.where for b in TRAINS])
 def test_every_trainer_snippet_is_a_valid_train_yaml(block, tmp_path):
-    from trainer.load import load_config
+    from trainer.spec.load import load_config
     path = tmp_path / "train.yaml"
     path.write_text(block.text)
     load_config(str(path), [])

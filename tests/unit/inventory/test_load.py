@@ -9,7 +9,7 @@ from support.common import DATA, REPO  # noqa: E402
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 from launcher.inventory.schema import Defaults, HostEntry, Inventory, SSHSettings
-from trainer.config import DatasetConfig, TrainConfig
+from trainer.spec.config import DatasetConfig, TrainConfig
 
 
 BAD = sorted((DATA / "bad_inventories").glob("*.yaml"))
@@ -165,7 +165,7 @@ def test_every_problem_is_reported_in_file_order(tmp_path):
 def test_the_example_inventory_validates_and_documents_every_field(tmp_path, monkeypatch):
     from launcher.inventory.schema import (BootstrapSettings, Defaults, HostEntry, Inventory, KubernetesTarget,
                                            MlflowTracking, RunSpec, SlurmTarget, SSHSettings, TelemetrySettings, Tracking)
-    from trainer.config import Range, SearchConfig, TrainConfig
+    from trainer.spec.config import Range, SearchConfig, TrainConfig
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / ".ssh").mkdir()
     (tmp_path / ".ssh" / "id_ed25519").write_text("a key")

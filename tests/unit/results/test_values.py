@@ -34,7 +34,7 @@ def test_numbers_read_alike_within_a_value_and_text_is_made_safe():
 
 
 def test_the_space_validate_echoes_names_sampler_trials_pruner_rungs_mode_and_ranges():
-    from trainer.config import TrainConfig
+    from trainer.spec.config import TrainConfig
     train = TrainConfig.model_validate({
         "candidates": ["small_cnn", "deep_cnn"], "epochs": 9,
         "search": {"mode": "parallel", "sampler": "tpe", "trials": 24, "seed": 7,

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from support.common import REPO
 from launcher.cli import main
-from trainer import rank
+from trainer.cluster import rank
 
 
 CRD = REPO / "tests" / "data" / "schemas" / "jobset.x-k8s.io_jobsets.yaml"   # vendored (README there)
@@ -181,7 +181,7 @@ exec env -i "${env[@]}" "$entrypoint" "$@"
 FAKE_ENTRYPOINT = """#!/bin/bash
 # The image's entrypoint: what the task's command is, and what the rank shim makes of the environment.
 echo "command tfcompose-entrypoint $*"
-exec python3 -m trainer.rank
+exec python3 -m trainer.cluster.rank
 """
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from launcher.tracking import mapping
-from trainer.config import TrainConfig
+from trainer.spec.config import TrainConfig
 
 RECORD = {"candidate": "small_cnn#003", "architecture": "small_cnn", "learning_rate": 0.004, "batch_per_replica": 16,
           "val_accuracy": 0.9375, "val_loss": 0.21, "train_seconds": 3.2, "images_per_second": 410.0, "params": 1234,
@@ -51,7 +51,7 @@ def test_epochs_come_from_the_history_file_else_from_the_curve():
 
 
 def test_live_epochs_from_a_progress_document_are_written_as_the_history_file_writes_them(tmp_path):
-    from trainer.progress import Tracker, parse
+    from trainer.spec.progress import Tracker, parse
     tracker = Tracker(tmp_path, "worker:0", trials=2, restarts=0)
     tracker.epoch_done(1, "small_cnn#001", 1, 3, 2.0, 300.0, {"loss": 0.123456789, "accuracy": 0.5,
                                                                 "val_loss": float("nan"), "val_accuracy": 0.75})

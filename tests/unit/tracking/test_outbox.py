@@ -11,7 +11,7 @@ from launcher.inventory.model import TrackerSettings
 from launcher.reporter import RecordingReporter
 from launcher.tracking import outbox as outbox_mod
 from launcher.tracking.client import TrackerError
-from trainer.progress import Tracker, parse
+from trainer.spec.progress import Tracker, parse
 
 SETTINGS = TrackerSettings(uri="http://u:pw-secret99@127.0.0.1:5000", experiment="lab", timeout_s=2)
 

@@ -1,0 +1,9 @@
+"""The search: which trial comes next, on which host, and when one stops. Imports one trial's
+training (train/), the cluster and the spec.
+
+    study.py         the Optuna study: samplers, pruners, retries, the budget
+    coordinator.py   the chief's side of a parallel search: the study as the hosts see it
+    queue.py         the trial queue's transport: HTTP on the chief, a client on every host
+    wire.py          what crosses the network: typed messages and the proof a call comes from its host
+    trial_loop.py    the one loop: take a trial from a source, train it, report, keep the best
+"""

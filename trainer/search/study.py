@@ -1,0 +1,492 @@
+"""The study: which trials run, what they reached, which are stopped early. Owner of study.db.
+
+Optuna does the searching: its samplers (a grid's points enqueued one by one as they are due,
+RandomSampler, TPESampler), its pruners (SuccessiveHalvingPruner = ASHA, HyperbandPruner) and its
+storage: SQLite beside the chief's backups (in the run's own folder), so a restarted chief resumes
+it, copied to the results folder when it ends. One process only ever opens it: the chief, which in
+sync mode decides for every worker (a collective carries its decisions) and in parallel mode serves
+the other hosts (coordinator.py).
+
+What the study adds to Optuna's:
+- **No trial trained twice.** A sampled point that was already tried is not handed out: the sampler
+  is asked again (RESAMPLES times), then an untried point is taken directly; a search whose
+  (countable) space is used up ends, saying so. The draw that repeated is kept in study.db as a
+  failed trial marked `tfc:duplicate_of`, which nothing else counts.
+- **A resumed study continues its sampler**: the sampler's seed is the search's seed plus the trials
+  already in the study, so a restarted chief draws on instead of drawing the first points again.
+- **Names of our own**: a grid point's (`small_cnn@lr=0.01,bs=16`) or `<candidate>#<k>`, k counting
+  the budget's trials only (a retry or a repeated draw takes no number); a retry is `<name>~r<k>`.
+- **Retries**: a trial whose host was lost (or failed on its own host) waits in a list of its own
+  (`tfc:pending`) for a host that did not fail it, at most MAX_RETRIES times.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import threading
+from pathlib import Path
+from typing import Optional
+
+from trainer.spec import results, space
+from trainer.spec.config import Range, TrainConfig
+from trainer.spec.errors import ClusterError
+from trainer.spec.trials import Trial
+
+FILE = "study.db"
+NAME, RECORD, HOST, RETRY_OF, PRUNED_AT = "tfc:name", "tfc:record", "tfc:host", "tfc:retry_of", "tfc:pruned_at"
+SEQ, DUPLICATE, NOT_ON = "tfc:seq", "tfc:duplicate_of", "tfc:not_on"
+SPACE, PENDING, EXHAUSTED, STOPPED = "tfc:space", "tfc:pending", "tfc:exhausted", "tfc:stopped"
+# A trial whose host was lost goes to another host at most this often: a trial that takes every
+# host it lands on down with it (it fills the GPU, say) must not go round the cluster for ever.
+MAX_RETRIES = 2
+# Draws of the sampler in a row that may repeat a tried point before an untried one is taken directly.
+RESAMPLES = 8
+ENUMERABLE = 100_000     # a countable space up to this size is listed to find an untried point
+# What a search's figures depend on: a study made for other values is not resumed.
+SEARCHED = ("candidates", "epochs", "learning_rate", "batch_per_replica", "seed", "dataset", "weights", "precision")
+TRANSPORT = {"mode", "queue", "port", "lost_after_s", "only", "hosts", "addresses", "key_file"}
+
+
+class StudyDamaged(ClusterError):
+    """study.db cannot be read: the search cannot resume from it."""
+
+
+def fingerprint(cfg: TrainConfig) -> str:
+    import hashlib
+    doc = cfg.model_dump(mode="json", include=set(SEARCHED))
+    doc["search"] = cfg.search.model_dump(mode="json", exclude=TRANSPORT)
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def sampler(cfg: TrainConfig, seed: int):
+    import optuna
+    if cfg.search.sampler == "tpe":
+        return optuna.samplers.TPESampler(seed=seed)
+    return optuna.samplers.RandomSampler(seed=seed)   # a grid's points are enqueued: each is asked in order
+
+
+def pruner(cfg: TrainConfig):
+    import optuna
+    search = cfg.search
+    if search.pruner == "asha":
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=search.min_epochs,
+                                                      reduction_factor=search.reduction_factor)
+    if search.pruner == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=search.min_epochs, max_resource=space.max_epochs(cfg),
+                                              reduction_factor=search.reduction_factor)
+    return optuna.pruners.NopPruner()
+
+
+def _key(candidate: str, name: str) -> str:
+    """A value's name in the study: the learning rate and batch size are shared; a candidate's own
+    hyperparameters are its own (TPE then models them per candidate)."""
+    return name if name in ("learning_rate", "batch_per_replica") else f"{candidate}.{name}"
+
+
+def point_key(params: dict) -> str:
+    """What makes two trials the same: the candidate and every value drawn for it."""
+    return json.dumps(params, sort_keys=True, default=str)
+
+
+def params_of(candidate: str, values: dict) -> dict:
+    return {"candidate": candidate, **{_key(candidate, k): v for k, v in values.items()}}
+
+
+class Study:
+    """The search's trials, thread-safe (the chief's own loop and the queue's server share it)."""
+
+    def __init__(self, cfg: TrainConfig, folder: Path, log=lambda line: None):
+        import optuna
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.cfg, self.lock, self.path, self.log = cfg, threading.RLock(), folder / FILE, log
+        folder.mkdir(parents=True, exist_ok=True)
+        self.seed = cfg.search.seed if cfg.search.seed is not None else cfg.seed
+        self.study = self._open()
+        if self.study.user_attrs.get(SPACE, fingerprint(cfg)) != fingerprint(cfg):
+            log(f"the search changed since {self.path} was written: a new study")
+            self.study = self._open(fresh=True)
+        self._guarded(lambda: self.study.set_user_attr(SPACE, fingerprint(cfg)))
+        # Continue the sampler's stream: a restarted chief must not draw its first points again.
+        self.study.sampler = sampler(cfg, self.seed + len(self.study.get_trials(deepcopy=False)))
+        self.budget = cfg.search.trials or (space.grid_size(cfg) if cfg.search.sampler == "grid" else 0)
+        self.size = space.space_size(cfg)
+        self._handles: dict[int, object] = {}
+
+    def _open(self, fresh: bool = False):
+        import optuna
+        if fresh:
+            self.path.unlink(missing_ok=True)
+        storage = f"sqlite:///{self.path}"
+        return self._guarded(lambda: optuna.create_study(
+            study_name="tfcompose", storage=optuna.storages.RDBStorage(storage, engine_kwargs={"connect_args": {"timeout": 60}}),
+            direction="maximize", sampler=sampler(self.cfg, self.seed), pruner=pruner(self.cfg), load_if_exists=True))
+
+    def _guarded(self, step):
+        """A step on study.db; a file that is not a study a clear error with the fix, not a traceback."""
+        try:
+            return step()
+        except Exception as exc:        # noqa: BLE001  (sqlalchemy's and sqlite's errors have no common base we import)
+            if type(exc).__module__.split(".")[0] not in ("sqlalchemy", "sqlite3", "optuna", "alembic"):
+                raise
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise StudyDamaged(f"{self.path}: the search's study cannot be read ({type(exc).__name__}: {first}), so this "
+                               "run cannot resume its search. Start it over with `tfcompose up --new-run` (this run's "
+                               "folders, the damaged study among them, stay on the hosts), or put back a good copy of "
+                               f"{FILE}.") from None
+
+    def export(self, path: Path) -> None:
+        """A consistent copy of the study at `path` (written beside it, then renamed), for
+        optuna-dashboard or a notebook after the run."""
+        import os
+        import sqlite3
+        tmp = path.with_name(path.name + ".tmp")
+        with self.lock, sqlite3.connect(self.path) as source, sqlite3.connect(tmp) as copy:
+            source.backup(copy)
+        os.replace(tmp, path)
+
+    # --- asking --------------------------------------------------------------------------------
+    def resume_or_next(self, host: str = "", elsewhere: bool = False) -> Optional[Trial]:
+        """The trial `host` was running when it stopped (resumed from its backup), else the next."""
+        with self.lock:
+            mine = [t for t in self._running() if t.user_attrs.get(HOST, "") == host]
+            if mine:
+                return self._trial_of(mine[0])
+            return self.next(host, elsewhere)
+
+    def next(self, host: str = "", elsewhere: bool = False) -> Optional[Trial]:
+        """The next trial to train, or None while none is due (the budget used, no retry waiting).
+        A retry goes first, but not to a host it failed on while `elsewhere` (other hosts are there)."""
+        with self.lock:
+            handle = self._asked_before() or self._retry_for(host, elsewhere) or self._fresh()
+            if handle is None:
+                return None
+            self._name(handle)
+            handle.set_user_attr(HOST, host)
+            self._handles[handle.number] = handle
+            return self._trial_of(self.study._storage.get_trial(handle._trial_id))
+
+    def _asked_before(self):
+        """A trial enqueued before a restart that was never asked: it was decided on already."""
+        import optuna
+        if self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+            handle = self.study.ask()
+            self._suggest_all(handle)
+            return handle
+        return None
+
+    def _retry_for(self, host: str, elsewhere: bool):
+        pending = self._pending()
+        chosen = next((p for p in pending if not (elsewhere and host in p["not_on"])), None)
+        if chosen is None:
+            return None
+        self._set_pending([p for p in pending if p is not chosen])
+        return self._enqueued(chosen["params"], {NAME: chosen["name"], RETRY_OF: chosen["retry_of"],
+                                                 NOT_ON: chosen["not_on"]})
+
+    def _fresh(self):
+        """The budget's next trial: a grid's next point, or a sampled point not tried before."""
+        seq = self._seq() + 1
+        if seq > self.budget or self.study.user_attrs.get(EXHAUSTED) or self.study.user_attrs.get(STOPPED):
+            return None
+        if self.cfg.search.sampler == "grid":
+            point = space.grid_point(self.cfg, seq - 1)
+            return self._enqueued(params_of(point["candidate"], point["values"]), {NAME: point["name"], SEQ: seq})
+        handle = self._sampled()
+        if handle is None:
+            self.study.set_user_attr(EXHAUSTED, True)
+            self.log(f"[study] every one of the search's {self.size} combination(s) has been tried: the search "
+                     f"ends after {seq - 1} of its {self.budget} trials")
+        return handle
+
+    def _name(self, handle) -> None:
+        """A budget trial's number and name, unless it has its own (a grid point's, a retry's)."""
+        if NAME not in handle.user_attrs:
+            seq = self._seq() + 1
+            handle.set_user_attr(SEQ, seq)
+            handle.set_user_attr(NAME, f"{handle.params['candidate']}#{seq:03d}")
+
+    def _sampled(self):
+        """The sampler's draw, unless it repeats a tried point: then again, then an untried point."""
+        import optuna
+        tried = self._tried()
+        for _ in range(RESAMPLES):
+            handle = self.study.ask()
+            key = point_key(self._suggest_all(handle))
+            if key not in tried:
+                return handle
+            handle.set_user_attr(DUPLICATE, tried[key])
+            self.study.tell(handle, state=optuna.trial.TrialState.FAIL)
+        point = self._untried(tried)
+        return None if point is None else self._enqueued(point, {})
+
+    def _untried(self, tried: dict) -> Optional[dict]:
+        """A point never tried: listed from a countable space (None when there is none left), else
+        drawn at random from the space until one is new."""
+        rng = random.Random(self.seed * 1_000_003 + len(tried))
+        if self.size is not None and self.size <= ENUMERABLE:
+            left = [p for p in self._all_points() if point_key(p) not in tried]
+            return rng.choice(left) if left else None
+        for _ in range(1000):
+            candidate = rng.choice(list(self.cfg.candidates))
+            point = params_of(candidate, {d.name: _draw(rng, d.spec) for d in space.dimensions(self.cfg, candidate)})
+            if point_key(point) not in tried:
+                return point
+        return None
+
+    def _all_points(self):
+        import itertools
+        for candidate in self.cfg.candidates:
+            dims = space.dimensions(self.cfg, candidate)
+            for values in itertools.product(*(space.choices(d.spec) for d in dims)):
+                yield params_of(candidate, dict(zip((d.name for d in dims), values)))
+
+    def _enqueued(self, params: dict, attrs: dict):
+        self.study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=False)
+        handle = self.study.ask()
+        self._suggest_all(handle)
+        return handle
+
+    def _suggest_all(self, handle) -> dict:
+        """Every value of the trial (a sampled one drawn now; an enqueued one as it was fixed)."""
+        candidate = handle.suggest_categorical("candidate", list(self.cfg.candidates))
+        for dim in space.dimensions(self.cfg, candidate):
+            self._suggest(handle, candidate, dim)
+        return dict(handle.params)
+
+    @staticmethod
+    def _suggest(handle, candidate: str, dim: space.Dimension):
+        key = _key(candidate, dim.name)
+        spec = dim.spec
+        if not isinstance(spec, Range):
+            return handle.suggest_categorical(key, list(spec))
+        low, high = spec.bounds
+        if spec.kind in ("integer", "log_integer"):
+            return handle.suggest_int(key, low, high, log=spec.kind == "log_integer")
+        return handle.suggest_float(key, low, high, log=spec.kind == "log_uniform")
+
+    def _tried(self) -> dict[str, int]:
+        """Every point handed out before (its first trial's number), repeats of a draw aside."""
+        tried = {}
+        for t in self._counted():
+            if "candidate" in t.params:
+                tried.setdefault(point_key(t.params), t.number)
+        return tried
+
+    def _seq(self) -> int:
+        """The budget's trials asked so far (a retry or a repeated draw takes none)."""
+        return max((t.user_attrs[SEQ] for t in self.study.get_trials(deepcopy=False) if SEQ in t.user_attrs), default=0)
+
+    def _pending(self) -> list[dict]:
+        return json.loads(self.study.user_attrs.get(PENDING, "[]"))
+
+    def _set_pending(self, pending: list[dict]) -> None:
+        self.study.set_user_attr(PENDING, json.dumps(pending))
+
+    # --- what trials reached -------------------------------------------------------------------
+    def report(self, number: int, epoch: int, val_accuracy: float, val_loss: float) -> bool:
+        """The trial's figures after `epoch`; whether the pruner stops it there. A trial at its
+        last epoch is not judged (nothing is left to save), and a trial once told to stop is told
+        so again (its host restarted from a backup taken after the decision)."""
+        with self.lock:
+            handle = self._handle(number)
+            if PRUNED_AT in handle.user_attrs:
+                return True
+            if math.isfinite(val_accuracy):
+                handle.report(results.score(val_accuracy, val_loss), epoch)
+            if epoch >= space.max_epochs(self.cfg) or self.cfg.search.pruner == "none":
+                return False
+            # A diverged trial (NaN) is not worth its epochs.
+            prune = not math.isfinite(val_accuracy) or handle.should_prune()
+            if prune:
+                handle.set_user_attr(PRUNED_AT, epoch)
+            return prune
+
+    def pruned_at(self, number: int) -> Optional[int]:
+        """The epoch after which the study told the trial to stop, if it did."""
+        with self.lock:
+            return self._handle(number).user_attrs.get(PRUNED_AT)
+
+    def finish(self, number: int, record: dict) -> None:
+        """The trial ended; pruned if the study said so, else complete (failed: no figures). Its
+        record, with that state, kept for results.json."""
+        import optuna
+        with self.lock:
+            stop = self.pruned_at(number)
+            record = {**record, "state": "pruned" if stop else "complete", "pruned_at_epoch": stop}
+            self._handle(number).set_user_attr(RECORD, json.dumps(record))
+            value = results.score(record["val_accuracy"], record["val_loss"])
+            if stop:
+                self.study.tell(number, state=optuna.trial.TrialState.PRUNED, skip_if_finished=True)
+            elif math.isfinite(value):
+                self.study.tell(number, value, skip_if_finished=True)
+            else:
+                self.study.tell(number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+
+    def lose(self, number: int, why: str) -> Optional[str]:
+        """The trial's host was lost (or failed it on its own) while it trained `number`: failed
+        there, and the same values queued for another host (the retry's name), at most MAX_RETRIES
+        times ("" when the trial failed for good). None if the trial had already ended."""
+        import optuna
+        with self.lock:
+            frozen = self.study._storage.get_trial(self._handle(number)._trial_id)
+            if frozen.state != optuna.trial.TrialState.RUNNING:
+                return None
+            base = frozen.user_attrs[NAME].split("~")[0]
+            tries = 1 + sum(1 for t in self.study.get_trials(deepcopy=False) if t.user_attrs.get(NAME, "").startswith(base + "~"))
+            if tries > MAX_RETRIES:
+                self._end(number, {"state": "failed", "why": f"{why}; lost {tries} times, not retried again"})
+                return ""
+            name = f"{base}~r{tries}"
+            self._end(number, {"state": "retried", "why": why, "retried_as": name})
+            not_on = sorted({*frozen.user_attrs.get(NOT_ON, []), frozen.user_attrs.get(HOST, "")} - {""})
+            self._set_pending(self._pending() + [{"params": dict(frozen.params), "name": name, "retry_of": number,
+                                                  "not_on": not_on}])
+            return name
+
+    def fail(self, number: int, why: str) -> None:
+        """The trial failed on its own (its builder refused a value): not retried, since it would
+        fail again; the search goes on."""
+        with self.lock:
+            self._end(number, {"state": "failed", "why": why[:500]})
+
+    def _end(self, number: int, record: dict) -> None:
+        import optuna
+        self._handle(number).set_user_attr(RECORD, json.dumps(record))
+        self.study.tell(number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+
+    def trial(self, number: int) -> Trial:
+        """Trial `number` as it was handed out."""
+        with self.lock:
+            return self._trial_of(self.study._storage.get_trial(self._handle(number)._trial_id))
+
+    def running_hosts(self) -> dict[int, str]:
+        with self.lock:
+            return {t.number: t.user_attrs.get(HOST, "") for t in self._running()}
+
+    def done(self) -> bool:
+        """Every trial of the budget asked and ended (or the space used up), and no retry waiting."""
+        import optuna
+        with self.lock:
+            live = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,
+                                                                 optuna.trial.TrialState.WAITING))
+            used_up = self._seq() >= self.budget or self.exhausted or bool(self.study.user_attrs.get(STOPPED))
+            return not live and not self._pending() and used_up
+
+    @property
+    def exhausted(self) -> bool:
+        return bool(self.study.user_attrs.get(EXHAUSTED))
+
+    def stopped_because(self) -> str:
+        """Why the search ended before its budget, if it did."""
+        if self.study.user_attrs.get(STOPPED):
+            return str(self.study.user_attrs[STOPPED])
+        if self.exhausted:
+            return (f"every one of the space's {self.size} combination(s) was tried, "
+                    f"{self._seq()} of the {self.budget} trials asked for")
+        return ""
+
+    def stop(self, why: str) -> None:
+        """No more trials (no host is left to train them): the retries waiting are recorded as
+        failed with `why`, the rest of the budget is not drawn."""
+        with self.lock:
+            self.study.set_user_attr(STOPPED, why[:300])
+            for pending in self._pending():
+                handle = self._enqueued(pending["params"], {NAME: pending["name"], RETRY_OF: pending["retry_of"]})
+                self._end(handle.number, {"state": "failed", "why": f"not run: {why}"[:500]})
+            self._set_pending([])
+
+    def counts(self) -> dict:
+        """Where the search is, for the live view: trials done, pruned, failed, running, left, the
+        best so far, and the epochs an ended trial trained on average (pruning makes it fewer)."""
+        with self.lock:
+            trials = self._counted()
+            states = [t.state.name for t in trials]
+            finished = [t for t in trials if t.state.name == "COMPLETE"]
+            best = max(finished, key=lambda t: t.value) if finished else None
+            ended_early = self.exhausted or bool(self.study.user_attrs.get(STOPPED))
+            left = 0 if ended_early else max(self.budget - self._seq(), 0)
+            ended = [len(t.intermediate_values) for t in trials if t.state.name in ("COMPLETE", "PRUNED")]
+            return {"done": states.count("COMPLETE"), "pruned": states.count("PRUNED"),
+                    "failed": sum(1 for t in trials if json.loads(t.user_attrs.get(RECORD, "{}")).get("state") == "failed"),
+                    "running": states.count("RUNNING"), "left": left + len(self._pending()) + states.count("WAITING"),
+                    "best": best.user_attrs.get(NAME, "") if best else "",
+                    "best_val_accuracy": json.loads(best.user_attrs[RECORD])["val_accuracy"] if best else -1.0,
+                    "epochs_per_trial": round(sum(ended) / len(ended), 2) if ended else 0.0}
+
+    def records(self) -> list[dict]:
+        """results.json's record of every trial, in order: the record its host sent, or for a
+        trial that never finished (its host lost), what the study knows of it."""
+        with self.lock:
+            out = []
+            for frozen in self._counted(deepcopy=True):
+                sent = json.loads(frozen.user_attrs.get(RECORD, "{}"))
+                record = sent if sent.get("state") in ("complete", "pruned") else {**self._unfinished(frozen), **sent}
+                out.append({**record, "trial": frozen.number, "host": frozen.user_attrs.get(HOST, record.get("host", "")),
+                            **({"retry_of": frozen.user_attrs[RETRY_OF]} if RETRY_OF in frozen.user_attrs else {})})
+            return out
+
+    def _unfinished(self, frozen) -> dict:
+        # the scores reported per epoch: accuracies to within their loss tie-break (< 1e-9)
+        curve = [round(float(frozen.intermediate_values[e]), 6) for e in sorted(frozen.intermediate_values)]
+        trial = self._trial_of(frozen) if "candidate" in frozen.params else None
+        return {"candidate": frozen.user_attrs.get(NAME, f"trial {frozen.number}"),
+                "architecture": trial.candidate if trial else "",
+                **({"learning_rate": trial.learning_rate, "batch_per_replica": trial.batch_per_replica} if trial else {}),
+                "val_accuracy": curve[-1] if curve else math.nan,
+                "val_loss": math.nan, "train_seconds": 0.0, "images_per_second": 0.0, "params": 0,
+                "epochs": space.max_epochs(self.cfg), "epochs_run": len(curve), "curve": curve,
+                "state": {"FAIL": "failed", "RUNNING": "running", "WAITING": "waiting"}.get(frozen.state.name, "failed"),
+                "hyperparameters": ({"learning_rate": trial.learning_rate, "batch_per_replica": trial.batch_per_replica,
+                                     **trial.hyperparameters} if trial else {}),
+                **_times(frozen)}
+
+    def trials(self) -> list:
+        return self._counted(deepcopy=True)
+
+    # --- inside ----------------------------------------------------------------------------------
+    def _counted(self, deepcopy: bool = False) -> list:
+        """Every trial but the sampler's repeated draws (kept in study.db, counted nowhere)."""
+        return [t for t in self.study.get_trials(deepcopy=deepcopy) if DUPLICATE not in t.user_attrs]
+
+    def _running(self) -> list:
+        import optuna
+        return self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+
+    def _handle(self, number: int):
+        """The trial to report to: asked by this process, or (after a restart) rebuilt from storage."""
+        if number not in self._handles:
+            import optuna
+            frozen = next(t for t in self.study.get_trials(deepcopy=False) if t.number == number)
+            self._handles[number] = optuna.trial.Trial(self.study, frozen._trial_id)
+        return self._handles[number]
+
+    def _trial_of(self, frozen) -> Trial:
+        candidate = frozen.params["candidate"]
+        values = {d.name: frozen.params[_key(candidate, d.name)] for d in space.dimensions(self.cfg, candidate)}
+        return Trial.of(frozen.user_attrs[NAME], candidate, values, number=frozen.number, seq=frozen.user_attrs.get(SEQ, 0))
+
+
+def _times(frozen) -> dict:
+    """A trial that never sent its figures (its host lost, its builder refused): from when it was
+    handed out to when the study ended it (Optuna's own record, this machine's clock), as UTC unix
+    seconds like a finished trial's started_at and ended_at."""
+    out = {}
+    for key, when in (("started_at", frozen.datetime_start), ("ended_at", frozen.datetime_complete)):
+        if when is not None:
+            out[key] = round(when.timestamp(), 3)       # Optuna's datetimes are naive local times
+    return out
+
+
+def _draw(rng: random.Random, spec):
+    """One value from a list or a range, uniformly (log-uniformly for log ranges)."""
+    if not isinstance(spec, Range):
+        return rng.choice(list(spec))
+    low, high = spec.bounds
+    if spec.kind == "integer":
+        return rng.randint(int(low), int(high))
+    if spec.kind == "log_integer":
+        return int(round(math.exp(rng.uniform(math.log(low), math.log(high)))))
+    if spec.kind == "log_uniform":
+        return math.exp(rng.uniform(math.log(low), math.log(high)))
+    return rng.uniform(low, high)

@@ -1,0 +1,381 @@
+"""results.json: its one owner. The trainer writes it (`results_doc`: on the chief, which in a
+parallel search knows every host's trials through its queue), every reader takes it through
+`parse` (the launcher by launcher/runfiles.py's `load_results`), and
+the one rule for the best trial (`ranked`, `best`) is here for every reader.
+
+Schema 1: {schema, mode, best, candidates[], workers, replicas, restarts, class_names, images,
+started, finished, tensorflow}; each candidate has at least the required keys of RECORD_KEYS, and
+its `history` is a CSV path relative to the run folder. `check` covers every key any reader uses
+(its type, its range, numbers finite but where NaN says "no figure"), so readers trust a checked
+document as it is.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import secrets
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from trainer.spec.errors import BadInput
+
+SCHEMA = 1
+STATES = ("complete", "pruned", "retried", "failed", "running", "waiting")
+MAX_TRIALS = 1_000_000
+MAX_EPOCHS = 100_000
+EXPECTED = {"text": "text", "number": "a number", "int": "an integer"}
+
+
+def _int(low: float, high: float):
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+
+
+def _num(low: float, high: float, nan: bool = False):
+    """A number in [low, high] (NaN too when `nan`: a trial that diverged has no figure)."""
+    return lambda v: _real(v) and ((nan and math.isnan(v)) or low <= v <= high)
+
+
+def _text(limit: int):
+    return lambda v: isinstance(v, str) and len(v) <= limit
+
+
+def _list_of(fits, limit: int):
+    return lambda v: isinstance(v, list) and len(v) <= limit and all(fits(x) for x in v)
+
+
+def _map_of(key_fits, value_fits, limit: int):
+    return lambda v: isinstance(v, dict) and len(v) <= limit and all(key_fits(k) and value_fits(x) for k, x in v.items())
+
+
+def _optional(fits):
+    return lambda v: v is None or fits(v)
+
+
+_ACCURACY = _num(0, 1, nan=True)
+_LOSS = _num(0, math.inf, nan=True)
+_NAME = _text(1000)
+_CHOICE = lambda v: (_real(v) and math.isfinite(v)) or (isinstance(v, str) and len(v) <= 1000)  # noqa: E731
+_MATRIX = lambda v: isinstance(v, list) and len(v) <= 1000 and all(  # noqa: E731
+    isinstance(row, list) and len(row) == len(v) and all(_whole(n, 1e12) for n in row) for row in v)
+_EPOCH = _int(0, MAX_EPOCHS)
+
+# Every key of a trial's record a reader uses: (required, its check, what is expected). One place,
+# applied once where a results file enters (the launcher's runfiles.load_results, the chief's
+# queue), so no reader meets a type or a range it does not expect.
+RECORD_KEYS = {
+    "candidate": (True, lambda v: isinstance(v, str) and 0 < len(v) <= 1000, "a trial's name (text)"),
+    "val_accuracy": (True, _ACCURACY, "an accuracy 0–1 (or NaN)"),
+    "val_loss": (True, _LOSS, "a loss ≥ 0 (or NaN)"),
+    "train_seconds": (True, _num(0, 1e9), "a number of seconds 0–1e9"),
+    "images_per_second": (True, _num(0, 1e12), "a number 0–1e12"),
+    "params": (True, _int(0, 10**12), "an integer 0–1e12"),
+    "epochs": (True, _EPOCH, f"an integer 0–{MAX_EPOCHS:,}"),
+    "epochs_run": (False, _EPOCH, f"an integer 0–{MAX_EPOCHS:,}"),
+    "resumed_from_epoch": (False, _EPOCH, f"an integer 0–{MAX_EPOCHS:,}"),
+    "pruned_at_epoch": (False, _optional(_EPOCH), f"an integer 0–{MAX_EPOCHS:,}"),
+    "start": (False, _int(0, 10**6), "an integer 0–1e6"),
+    "trial": (False, _int(0, 10**9), "an integer 0–1e9"),
+    "retry_of": (False, _int(0, 10**9), "an integer 0–1e9"),
+    "stopped_early": (False, lambda v: isinstance(v, bool), "true or false"),
+    "state": (False, lambda v: v in STATES, f"one of {', '.join(STATES)}"),
+    "curve": (False, _list_of(_ACCURACY, 100_000), "a list of accuracies 0–1"),
+    "hyperparameters": (False, _map_of(_NAME, _CHOICE, 1000), "a mapping of names to finite numbers or text"),
+    "host": (False, _text(64), "a host name"),
+    "architecture": (False, _NAME, "a model's name"),
+    "learning_rate": (False, _num(0, 1e15), "a finite learning rate ≥ 0"),
+    "batch_per_replica": (False, _int(1, 10**9), "an integer ≥ 1"),
+    "retried_as": (False, _NAME, "a trial's name"),
+    "why": (False, _text(100_000), "text"),
+    "confusion_matrix": (False, _optional(_MATRIX), "a square table of counts"),
+    # The trial's wall clock (UTC unix seconds, the clock of the host that trained it), and what the
+    # launcher's telemetry measured over it (added at collect: launcher/telemetry/assemble.py).
+    "started_at": (False, _num(0, 1e11), "a time in UTC unix seconds"),
+    "ended_at": (False, _num(0, 1e11), "a time in UTC unix seconds"),
+    "gpu_hours": (False, _num(0, 1e9), "GPU-hours ≥ 0"),
+    "gpu_utilization": (False, _num(0, 100), "a percentage 0–100"),
+    "energy_wh": (False, _num(0, 1e12), "watt-hours ≥ 0"),
+    "cpu_hours": (False, _num(0, 1e9), "CPU core-hours ≥ 0"),
+    "telemetry_coverage": (False, _num(0, 1), "a share 0–1"),
+}
+# The document's own keys a reader uses (`best` and `candidates` are checked on their own).
+DOC_KEYS = {
+    "workers": (False, _int(1, 100_000), "an integer ≥ 1"), "replicas": (False, _int(1, 10**7), "an integer ≥ 1"),
+    "restarts": (False, _int(0, 10**6), "an integer ≥ 0"),
+    "mode": (False, lambda v: v in ("sync", "parallel"), "'sync' or 'parallel'"),
+    "started": (False, _text(64), "a time"), "finished": (False, _text(64), "a time"),
+    "precision": (False, _text(64), "a precision name"), "tensorflow": (False, _text(64), "a version"),
+    "class_names": (False, _list_of(_NAME, 10_000), "a list of names"),
+    "images": (False, _map_of(_NAME, lambda n: _whole(n, 1e12), 100), "a mapping of counts"),
+    "skipped_images": (False, lambda v: isinstance(v, dict) and _whole(v.get("count", 0), 1e12)
+                       and _list_of(_text(4096), 1000)(v.get("files", [])), "a count and a list of files"),
+}
+BEST_KEYS = {
+    "candidate": (True, lambda v: isinstance(v, str) and 0 < len(v) <= 1000, "the best trial's name"),
+    "val_accuracy": (True, _ACCURACY, "an accuracy 0–1 (or NaN)"),
+    "host": (False, _text(64), "a host name"),
+}
+SEARCH_KEYS = {
+    "sampler": (False, _text(100), "a sampler's name"), "pruner": (False, _text(100), "a pruner's name"),
+    "trials": (False, _int(0, 10**12), "an integer ≥ 0"), "reduction_factor": (False, _int(1, 1000), "an integer ≥ 1"),
+    "min_epochs": (False, _EPOCH, "an integer ≥ 0"), "max_epochs": (False, _EPOCH, "an integer ≥ 0"),
+    "rungs": (False, _list_of(_EPOCH, 1000), "a list of epochs"),
+    "hosts": (False, _list_of(_text(64), 10_000), "a list of host names"),
+    "lost": (False, _map_of(_text(64), _list_of(_NAME, 10_000), 10_000), "host names, each with the trials retried"),
+    "note": (False, _text(10_000), "text"),
+}
+
+
+# Trials trained to the end come first, then pruned ones (real models, stopped behind), then the
+# rest (lost, failed: figures of a model nobody kept).
+TIERS = {"complete": 0, "pruned": 1}
+
+
+def rank_key(record: dict) -> tuple:
+    """The one rule for the best trial: a complete trial before a pruned one before any other; then
+    highest val_accuracy, then lowest val_loss; a trial whose figures are not numbers (NaN: it
+    diverged) ranks last of its tier. Sorting is stable: ties keep trial order."""
+    acc, loss = record["val_accuracy"], record["val_loss"]
+    return (TIERS.get(record.get("state", "complete"), 2), -acc if math.isfinite(acc) else math.inf,
+            loss if math.isfinite(loss) else math.inf)
+
+
+def score(val_accuracy: float, val_loss: float) -> float:
+    """rank_key as one number, for the search's study (its pruner and sampler see one figure per
+    epoch): the accuracy, less a tie-break far below any accuracy step (1e-12 per unit of loss,
+    capped at 1000), so two trials at the same accuracy (at chance after a first epoch, say) are
+    told apart by their loss as the leaderboard does. NaN when the accuracy is not a number."""
+    if not math.isfinite(val_accuracy):
+        return math.nan
+    loss = min(val_loss, 1000.0) if math.isfinite(val_loss) else 1000.0
+    return val_accuracy - 1e-12 * max(loss, 0.0)
+
+
+def ranked(records: list[dict]) -> list[dict]:
+    return sorted(records, key=rank_key)
+
+
+def best(records: list[dict]) -> dict:
+    return ranked(records)[0]
+
+
+def better(record: dict, than) -> bool:
+    """Whether `record` ranks above `than` (None: there is nothing yet)."""
+    return than is None or rank_key(record) < rank_key(than)
+
+
+class ResultsError(BadInput):
+    """A results.json that is not one tfcompose wrote."""
+
+
+def safe_name(candidate: str) -> str:
+    """A file name for a candidate: `pkg.mod:build` → `pkg.mod_build`."""
+    return re.sub(r"[^A-Za-z0-9_.@=,-]", "_", candidate)
+
+
+@contextmanager
+def write_dir(results_dir: Path, chief: bool) -> Iterator[Path]:
+    """The chief writes into the real folder; every other worker into a temp dir it then removes.
+
+    All workers must run the same saving code (the variables' all-reduce needs them all),
+    but only the chief's files are kept.
+    """
+    if chief:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        yield results_dir
+        return
+    temp = Path(tempfile.mkdtemp(prefix="tfcompose-worker-"))
+    try:
+        yield temp
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def results_doc(state, workers: int, replicas: int, data, started, mode: str, precision: str = "float32",
+                records: list | None = None, search: dict | None = None) -> dict:
+    """results.json: schema 1. `restarts` counts how often the search was resumed. A search a
+    study drove gives every trial's record (`records`, each with its `state`) and its settings
+    (`search`: sampler, pruner, rungs, the hosts lost)."""
+    import datetime as dt
+    import tensorflow as tf
+    records = records if records is not None else state.done
+    top = best(records)
+    extra = {"search": search} if search is not None else {}
+    return {
+        "schema": SCHEMA,
+        "best": {"candidate": top["candidate"], "val_accuracy": top["val_accuracy"],
+                 **({"host": top["host"]} if top.get("host") else {})},
+        "candidates": records, **extra,
+        "workers": workers, "replicas": replicas,
+        "restarts": state.starts - 1,
+        "mode": mode,
+        "precision": precision,
+        "class_names": data.class_names,
+        "images": {"train": data.train_count, "val": data.val_count},
+        "skipped_images": {"count": len(data.skipped), "files": data.skipped[:100]},
+        "started": started.isoformat(timespec="seconds"),
+        "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "tensorflow": tf.__version__,
+    }
+
+
+def parse(text: str, where: str) -> dict:
+    """A results.json's text, checked: every reader gets the keys it relies on, of the types and
+    in the ranges it expects (the launcher reads the file through launcher/runfiles.py)."""
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        raise ResultsError(f"{where}: Received JSON nested too deep. Expected a tfcompose results.json.") from None
+    except ValueError as exc:
+        raise ResultsError(f"{where}: cannot read results ({exc}). Expected a run folder from `tfcompose collect` "
+                           "or the simulation's runs/local.") from None
+    check(doc, where)
+    return doc
+
+
+def _keys(doc: dict, table: dict, where: str) -> None:
+    for key, (required, fits, expected) in table.items():
+        if key not in doc:
+            if required:
+                raise ResultsError(f"{where}{key}: Received nothing. Expected {expected}.")
+            continue
+        if not fits(doc[key]):
+            raise ResultsError(f"{where}{key}: Received {_shown(doc[key])}. Expected {expected}.")
+
+
+def check(doc, where: str) -> None:
+    """The whole document as its readers use it; a ResultsError names the first key that is not."""
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("candidates"), list) \
+            or not doc["candidates"] or len(doc["candidates"]) > MAX_TRIALS:
+        raise ResultsError(f"{where}: Received no candidates. Expected a tfcompose results.json (schema {SCHEMA}).")
+    for i, record in enumerate(doc["candidates"]):
+        check_record(record, f"{where}: candidates[{i}]")
+    if not isinstance(doc.get("best"), dict):
+        raise ResultsError(f"{where}: best: Received {_shown(doc.get('best'))}. Expected the best trial "
+                           "({candidate, val_accuracy}).")
+    _keys(doc["best"], BEST_KEYS, f"{where}: best.")
+    if doc["best"]["candidate"] not in {r["candidate"] for r in doc["candidates"]}:
+        raise ResultsError(f"{where}: best.candidate: Received {_shown(doc['best']['candidate'])}. Expected the name "
+                           "of one of the candidates.")
+    if "search" in doc:
+        if not isinstance(doc["search"], dict):
+            raise ResultsError(f"{where}: search: Received {_shown(doc['search'])}. Expected the search's settings "
+                               "(sampler, pruner, trials, rungs, the hosts lost).")
+        _keys(doc["search"], SEARCH_KEYS, f"{where}: search.")
+    _keys(doc, DOC_KEYS, f"{where}: ")
+
+
+def check_record(record, where: str) -> None:
+    """One trial's record as results.json holds it (also what a host sends the chief's queue)."""
+    if not isinstance(record, dict):
+        raise ResultsError(f"{where}: Received {_shown(record)}. Expected a trial's record.")
+    _keys(record, RECORD_KEYS, f"{where}.")
+    history = record.get("history", "")
+    if not isinstance(history, str) or len(history) > 4096 or history.startswith("/") or ".." in history.split("/") \
+            or "\x00" in history:
+        raise ResultsError(f"{where}.history: Received {_shown(history)}. Expected a path inside the run folder.")
+
+
+# What a host of a parallel search may tell the chief about a trial it trained: each figure's
+# check. Everything else in the record the chief knows itself (the trial's name and values, its
+# host, whether the pruner stopped it), so a host cannot write it.
+HOST_FIGURES = {
+    "val_accuracy": lambda v: _real(v) and (math.isnan(v) or 0 <= v <= 1),
+    "val_loss": lambda v: _real(v) and (math.isnan(v) or v >= 0),
+    "train_seconds": lambda v: _real(v) and 0 <= v <= 1e9,
+    "images_per_second": lambda v: _real(v) and 0 <= v <= 1e12,
+    "params": lambda v: _whole(v, 1e12), "epochs": lambda v: _whole(v, 100_000), "epochs_run": lambda v: _whole(v, 100_000),
+    "resumed_from_epoch": lambda v: _whole(v, 100_000), "start": lambda v: _whole(v, 1_000_000),
+    "stopped_early": lambda v: isinstance(v, bool),
+    "started_at": lambda v: _real(v) and 0 <= v <= 1e11, "ended_at": lambda v: _real(v) and 0 <= v <= 1e11,
+    "curve": lambda v: isinstance(v, list) and len(v) <= 100_000 and all(_real(x) and (math.isnan(x) or 0 <= x <= 1) for x in v),
+}
+
+
+def trial_record(trial, figures: dict, host: str = "") -> dict:
+    """A trial's record as results.json holds it, made in one place for every search a study drives:
+    what the chief knows of the trial (its name, values, history file) and the figures its host
+    reported (checked by `host_figures` when they crossed the network). The study adds its state."""
+    values = {"learning_rate": trial.learning_rate, "batch_per_replica": trial.batch_per_replica, **trial.hyperparameters}
+    return {"candidate": trial.name, "architecture": trial.candidate, "learning_rate": trial.learning_rate,
+            "batch_per_replica": trial.batch_per_replica, **figures, "trial": trial.number,
+            **({"host": host} if host else {}), "hyperparameters": values,
+            "history": f"history/{safe_name(trial.name)}.csv"}
+
+
+def host_figures(sent, classes: int, where: str) -> dict:
+    """The figures a host sent for its trial, checked (a ResultsError names the first that is not
+    what it should be); its confusion matrix when it is classes × classes counts."""
+    if not isinstance(sent, dict):
+        raise ResultsError(f"{where}: Received {_shown(sent)}. Expected a trial's figures.")
+    out = {}
+    for key, fits in HOST_FIGURES.items():
+        if key not in sent:
+            continue
+        if not fits(sent[key]):
+            raise ResultsError(f"{where}.{key}: Received {_shown(sent[key])}. Expected {key.replace('_', ' ')} as a trainer writes it.")
+        out[key] = sent[key]
+    matrix = sent.get("confusion_matrix")
+    if matrix is not None:
+        if not (isinstance(matrix, list) and len(matrix) == classes and all(
+                isinstance(row, list) and len(row) == classes and all(_whole(n, 1e12) for n in row) for row in matrix)):
+            raise ResultsError(f"{where}.confusion_matrix: Received {_shown(matrix)}. Expected {classes} × {classes} counts.")
+        out["confusion_matrix"] = matrix
+    return out
+
+
+def _real(value) -> bool:
+    return isinstance(value, float) or (isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**53)
+
+
+def _whole(value, limit: float) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= limit
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def dumps(doc: dict) -> str:
+    """results.json's text (NaN as JSON's readers of Python take it, as the trainer always wrote it)."""
+    return json.dumps(doc, indent=2, sort_keys=False) + "\n"
+
+
+def write_json_atomic(path: Path, doc: dict) -> None:
+    """The trainer's own write (inside its container): a fresh name in the same folder, made
+    exclusively and never through a link, 0666 less the umask, then renamed over results.json."""
+    path = Path(path)
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(f"{path}: no fresh temporary name")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(dumps(doc))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def leaderboard(records: list[dict]) -> str:
+    """A plain-text table, best first (rich is not assumed inside the TensorFlow image)."""
+    header = ["rank", "candidate", "val_acc", "val_loss", "train_s", "img/s", "params"]
+    rows = [[str(i), r["candidate"], f"{r['val_accuracy']:.4f}", f"{r['val_loss']:.4f}",
+             f"{r['train_seconds']:.1f}", f"{r['images_per_second']:.0f}", f"{r['params']:,}"]
+            for i, r in enumerate(ranked(records), start=1)]
+    widths = [max(len(row[c]) for row in [header, *rows]) for c in range(len(header))]
+    line = lambda row: "  ".join(cell.ljust(w) if c < 2 else cell.rjust(w) for c, (cell, w) in enumerate(zip(row, widths)))  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])

@@ -1,0 +1,281 @@
+"""One trial's training: its model compiled under the strategy, fit with its callbacks (backups,
+progress, early stopping, the source's pruning), evaluated; the best model saved. The loop over
+trials is trainer/search/trial_loop.py.
+
+A restarted trial resumes from its last backed-up epoch (trainer/train/backup.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import csv
+import importlib.util
+import io
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+
+from trainer.cluster import allreduce
+from trainer.train import hparams, mlflow_model, models
+from trainer.train.backup import OwnCopyBackupAndRestore, SearchState
+from trainer.spec.config import AllreduceConfig, TrainConfig
+from trainer.train.data import Data
+from trainer.spec.errors import ConfigError, TfcError
+from trainer.train.profile import StepProfiler
+from trainer.spec.progress import Tracker
+from trainer.spec.results import safe_name, write_dir
+from trainer.spec.trials import Trial
+
+METRICS = ("loss", "accuracy", "val_loss", "val_accuracy")
+
+
+class EpochProgress(tf.keras.callbacks.Callback):
+    """One line per epoch (candidate, epoch, loss, accuracy, training images/s); the chief also keeps the CSV.
+
+    Images/s counts the training steps only: validation and the end-of-epoch backup are timed apart
+    (`epoch_seconds` holds whole epochs), so the figure compares across cluster sizes. Each epoch's
+    end is kept too (`ended_at`, UTC unix seconds: the CSV's last column, and the progress file's),
+    so a tracker shows every figure at the time it was reached; `started_at`, the trial's start,
+    is set before fit begins.
+    """
+
+    def __init__(self, candidate: str, task: str, images: int, epochs: int, log, csv_path: Optional[Path],
+                 tracker: Optional[Tracker] = None, trial_index: int = 1):
+        super().__init__()
+        self.candidate, self.task, self.images, self.epochs, self.log = candidate, task, images, epochs, log
+        self.csv_path, self.tracker, self.trial_index = csv_path, tracker, trial_index
+        self.epoch_seconds: list[float] = []
+        self.train_seconds: list[float] = []
+        self.first_epoch: Optional[int] = None
+        self._train_end: Optional[float] = None
+        self.started_at = time.time()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self.first_epoch is None:
+            self.first_epoch = epoch
+            self._keep_csv_rows_before(epoch)
+        self._t0, self._train_end = time.monotonic(), None
+
+    def on_test_begin(self, logs=None):  # fit's validation pass: the training steps are over
+        if self._train_end is None:
+            self._train_end = time.monotonic()
+
+    def on_epoch_end(self, epoch, logs=None):
+        now = time.monotonic()
+        self.epoch_seconds.append(now - self._t0)
+        self.train_seconds.append((self._train_end or now) - self._t0)
+        logs = {k: float(logs.get(k, float("nan"))) for k in METRICS} if logs else dict.fromkeys(METRICS, float("nan"))
+        self.log(f"[{self.task}] {self.candidate} epoch {epoch + 1}/{self.epochs} "
+                 + " ".join(f"{k}={v:.4f}" for k, v in logs.items())
+                 + f" {self.images / max(self.train_seconds[-1], 1e-9):.0f} img/s")
+        ended_at = round(time.time(), 3)
+        if self.csv_path:
+            with self.csv_path.open("a", newline="") as fh:
+                csv.writer(fh).writerow([epoch + 1, *(f"{logs[k]:.6g}" for k in METRICS), f"{ended_at:.3f}"])
+        if self.tracker:
+            self.tracker.epoch_done(self.trial_index, self.candidate, epoch + 1, self.epochs, self.epoch_seconds[-1],
+                                    self.images / max(self.train_seconds[-1], 1e-9), logs,
+                                    times=(ended_at, round(self.started_at, 3)))
+
+    def _keep_csv_rows_before(self, epoch: int) -> None:
+        """A resumed candidate keeps the epochs it had finished; a fresh one starts a new file."""
+        if not self.csv_path:
+            return
+        self.csv_path.parent.mkdir(parents=True, exist_ok=True)
+        rows = list(csv.reader(self.csv_path.open())) if self.csv_path.exists() and epoch > 0 else []
+        kept = [r for r in rows[1:] if r and int(r[0]) <= epoch]
+        with self.csv_path.open("w", newline="") as fh:
+            csv.writer(fh).writerows([["epoch", *METRICS, "ended_at"], *kept])
+
+
+class FirstStepLog(tf.keras.callbacks.Callback):
+    """One line when fit's first step is done: tracing and the first all-reduce make it much
+    slower than the rest, and a user watching the log should see training has begun."""
+
+    _supports_tf_logs = True  # the logs stay tensors: no per-step copy to numpy
+
+    def __init__(self, candidate: str, task: str, log):
+        super().__init__()
+        self.candidate, self.task, self.log, self.done = candidate, task, log, False
+
+    def on_train_begin(self, logs=None):
+        self._t0 = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if not self.done:
+            self.done = True
+            self.log(f"[{self.task}] {self.candidate} first training step done "
+                     f"{time.monotonic() - self._t0:.1f} s after fit began (tracing, first all-reduce)")
+
+
+def tensorboard_callback(log_dir: Path) -> list:
+    """TensorBoard logs when the tensorboard package is installed (TF 2.21 no longer requires it)."""
+    if importlib.util.find_spec("tensorboard") is None:
+        return []
+    return [tf.keras.callbacks.TensorBoard(str(log_dir), profile_batch=0)]
+
+
+def backup_root(cfg: TrainConfig, task: str) -> Path:
+    """This worker's own backups (see trainer/train/backup.py)."""
+    base = Path(cfg.backup_dir) if cfg.backup_dir else Path(cfg.results_dir) / "backup"
+    return base / task_folder(task)
+
+
+def task_folder(task: str) -> str:
+    """A worker's own folder name: `worker:1` → `worker-1`."""
+    return safe_name(task.replace(":", "-"))
+
+
+class TrialFailed(TfcError):
+    """A trial's model could not be built with its values (a builder refused them). Every worker
+    of a sync search finds the same, so a study's search records the trial as failed and goes on;
+    the plain grid stops, as before."""
+
+
+@dataclass
+class Outcome:
+    record: dict
+    model: tf.keras.Model = field(repr=False)
+
+
+def compile_candidate(name: str, learning_rate: float, cfg: TrainConfig, data: Data, strategy,
+                      hyperparameters: Optional[dict] = None) -> tf.keras.Model:
+    # Layers take the global policy when they are made; under mixed_float16, compile wraps the
+    # optimizer in a LossScaleOptimizer by itself.
+    tf.keras.mixed_precision.set_global_policy(cfg.precision)
+    with strategy.scope():
+        model = models.build(name, data.input_shape, data.num_classes, cfg.weights, hyperparameters)
+        if model.output_shape[-1] != data.num_classes:
+            raise ConfigError(f"candidates: {name!r} outputs {model.output_shape[-1]} classes. "
+                              f"Expected {data.num_classes} (one per class folder).")
+        # No jit_compile: XLA is incompatible with cross-worker all-reduce (tensorflow#58961).
+        model.compile(optimizer=tf.keras.optimizers.Adam(learning_rate),
+                      loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    if cfg.step_metrics == "local":
+        keep_step_metrics_local(model)
+    return model
+
+
+def keep_step_metrics_local(model: tf.keras.Model) -> None:
+    """Per step, tf_keras reads the loss and accuracy means across the workers (an all-reduce of
+    each mean's total and count, then a sum of the results): small, latency-bound collectives in
+    every step's critical path (docs/benchmarks.md B1b: 9 of the 31 ms lockstep added to `small_cnn`),
+    for per-step values no callback here reads. Inside the step the means are read locally and not
+    summed; fit and evaluate still read them across the workers once at their end
+    (`_validate_and_get_metrics_result`, outside the step), and those are the values logged."""
+    synced = model.get_metrics_result
+
+    def get_metrics_result():
+        if tf.distribute.in_cross_replica_context():
+            return synced()
+        # The metric class's own result(): the instance's is wrapped in the cross-worker read.
+        results = {}
+        for metric in model.metrics:
+            value = type(metric).result(metric)
+            results.update(value if isinstance(value, dict) else {metric.name: value})
+        return results
+
+    model.get_metrics_result = get_metrics_result
+    model.distribute_reduction_method = "first"   # this worker's step outputs, not a sum across workers
+
+
+def confusion_matrix(model: tf.keras.Model, val: tf.data.Dataset, classes: int) -> list[list[int]]:
+    """Rows: true class, columns: predicted. Every worker must run it (see train_trial)."""
+    matrix = np.zeros((classes, classes), dtype=int)
+    for x, y in val:
+        predicted = np.argmax(model(x, training=False).numpy(), axis=-1)
+        np.add.at(matrix, (y.numpy(), predicted), 1)
+    return matrix.tolist()
+
+
+def trial_callbacks(trial: Trial, cfg: TrainConfig, strategy, backups: Path, out: Path, progress, extra=()) -> list:
+    backup = OwnCopyBackupAndRestore(str(backups / safe_name(trial.name)), strategy)
+    stop = [tf.keras.callbacks.EarlyStopping(monitor="val_accuracy", mode="max", patience=cfg.search.patience,
+                                             restore_best_weights=True)] if cfg.search.patience else []
+    first = FirstStepLog(trial.name, progress.task, progress.log)
+    profile = [StepProfiler(*cfg.profile_steps, Path(cfg.results_dir) / "profile" / task_folder(progress.task))
+               ] if cfg.profile_steps else []
+    board = out / "tensorboard" / safe_name(trial.name)
+    boards = tensorboard_callback(board)
+    return [backup, progress, first, *stop, *profile, *extra, *boards, *(hparams.callback(trial, board) if boards else [])]
+
+
+def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str, chief: bool, log,
+                backups: Path, tracking: tuple[Optional[Tracker], int] = (None, 1), epochs: Optional[int] = None,
+                extra=()) -> Outcome:
+    """Train and evaluate one trial; `epochs` (default cfg.epochs) and `extra` callbacks (the
+    study's pruning) come from a search that uses the study."""
+    epochs = epochs or cfg.epochs
+    tf.keras.utils.set_random_seed(cfg.seed)  # the same initial weights on every worker
+    try:
+        model = compile_candidate(trial.candidate, trial.learning_rate, cfg, data, strategy, trial.hyperparameters)
+    except (ValueError, TypeError) as exc:    # the builder refused these values
+        raise TrialFailed(f"{trial.name} could not be built ({type(exc).__name__}): {exc}") from exc
+    train, val = data.batches(trial.batch_per_replica * strategy.num_replicas_in_sync)
+    wire = allreduce.enable(model, trial, cfg, data, strategy, lambda line: log(f"[{task}] {trial.name} {line}"))
+    history = f"history/{safe_name(trial.name)}.csv"
+    with write_dir(Path(cfg.results_dir), chief) as out:
+        progress = EpochProgress(trial.name, task, data.train_count, epochs, log, out / history if chief else None,
+                                 *tracking)
+        callbacks = trial_callbacks(trial, cfg, strategy, backups, out, progress, extra)
+        started, progress.started_at = time.monotonic(), time.time()
+        model.fit(train, validation_data=val, epochs=epochs, callbacks=callbacks, verbose=0)
+        train_seconds = time.monotonic() - started
+        scores = model.evaluate(val, verbose=0, return_dict=True)
+        matrix = confusion_matrix(model, val, data.num_classes)
+    epochs_run, resumed = len(progress.epoch_seconds), callbacks[0].restored_epoch + 1
+    stopped_by = next((getattr(cb, "why", "") for cb in extra if getattr(cb, "why", "")), "")
+    record = {
+        "candidate": trial.name, "architecture": trial.candidate, "learning_rate": trial.learning_rate,
+        "batch_per_replica": trial.batch_per_replica,
+        "val_accuracy": float(scores["accuracy"]), "val_loss": float(scores["loss"]),
+        "train_seconds": round(train_seconds, 3),
+        "images_per_second": round(data.train_count * epochs_run / max(sum(progress.train_seconds), 1e-9), 1),
+        "epochs": epochs, "epochs_run": epochs_run, "resumed_from_epoch": resumed,
+        "stopped_early": resumed + epochs_run < epochs, "params": int(model.count_params()), "history": history,
+        "started_at": round(progress.started_at, 3), "ended_at": round(time.time(), 3),
+        **({"allreduce": wire} if cfg.allreduce != AllreduceConfig() else {}),   # a file from before keeps its fields
+        # Every worker runs it, the chief keeps it: reading batch normalisation's moving statistics
+        # (sync-on-read variables) is an all-reduce under MWMS, so one worker alone would hang or
+        # mismatch the others' next collective (measured: "Shape mismatch in the collective").
+        "confusion_matrix": matrix if chief else None,
+    }
+    log(f"[{task}] {trial.name} done: val_accuracy={record['val_accuracy']:.4f} val_loss={record['val_loss']:.4f} "
+        f"in {train_seconds:.1f} s" + (f" (resumed at epoch {resumed + 1})" if resumed else "")
+        + (f" (pruned after epoch {resumed + epochs_run})" if stopped_by == "pruned"
+           else f" (stopped early after epoch {resumed + epochs_run})" if record["stopped_early"] else ""))
+    return Outcome(record, model)
+
+
+def save_best(model: tf.keras.Model, cfg: TrainConfig, chief: bool) -> None:
+    """Every worker saves (the all-reduce of variables needs them all); only the chief's copy stays."""
+    with write_dir(Path(cfg.results_dir), chief) as out:
+        model.save(str(out / "best_model.keras"))
+        with contextlib.redirect_stdout(io.StringIO()):  # export prints every captured tensor
+            model.export(str(out / "saved_model"))
+    if chief:
+        mlflow_model.export(Path(cfg.results_dir))     # with `tracking:`: the same model in MLflow's format
+
+
+def load_state(cfg: TrainConfig, task: str, strategy, trials: Optional[list[Trial]]) -> SearchState:
+    """This worker's search state, agreed with the others', counting this start. `trials`: the
+    grid's, when known in advance (a study hands trials out one by one: None)."""
+    state = SearchState.load(backup_root(cfg, task) / "search_state.json")
+    if trials is not None and [r["candidate"] for r in state.done] != [t.name for t in trials[:len(state.done)]]:
+        state.done = []  # the candidate list changed: what was done no longer applies
+    state.agree(strategy)
+    state.starts += 1
+    state.save()
+    return state
+
+
+def remove_backups(cfg: TrainConfig, task: str) -> None:
+    """The search finished: this worker's backups are no longer needed."""
+    root = backup_root(cfg, task)
+    shutil.rmtree(root, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        root.parent.rmdir()  # the shared parent, once every worker's folder is gone
