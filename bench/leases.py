@@ -23,7 +23,7 @@ from support.sshd import SshdFarm, write_inventory  # noqa: E402
 from launcher.inventory.load import load_cluster  # noqa: E402
 from launcher.plan import make  # noqa: E402
 from launcher.ssh.group import Group  # noqa: E402
-from launcher.stages import lease_files, leases  # noqa: E402
+from launcher.leases import files as lease_files, take as leases  # noqa: E402
 
 SIZES = (1, 2, 4, 8)
 OTHERS = 100

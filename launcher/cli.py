@@ -132,12 +132,12 @@ def render_cmd(inventory_path: Path = InventoryOpt,
                                           "or slurm (an sbatch script)")) -> None:
     """Write exactly what `up` pushes (build/<cluster>/<host>/…), or the cluster as a Kubernetes JobSet
     (build/<cluster>/{jobset,configmap}.yaml) or a Slurm job (build/<cluster>/{tfcompose.sbatch,train.yaml})."""
-    from launcher import plan
-    from launcher.stages import export, render
-    if target not in ("compose", *export.TARGETS):
-        raise BadInput(f"--target: Received {target!r}. Expected compose, jobset or slurm.")
+    from launcher import plan, targets
+    from launcher.stages import render
+    if target not in ("compose", *targets.TARGETS):
+        raise BadInput(f"--target: Received {target!r}. Expected compose, {', '.join(targets.TARGETS)}.")
     made = plan.make(_load(inventory_path))
-    paths = render.write_bundles(made, output) if target == "compose" else export.write(made, target, output)
+    paths = render.write_bundles(made, output) if target == "compose" else targets.write(made, target, output)
     for path in paths:
         _say(str(path))
 

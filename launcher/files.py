@@ -12,6 +12,7 @@ from typing import IO, Iterator, Optional
 
 from launcher import runfiles
 from launcher.runfiles import PART  # noqa: F401  (the suffix of a file still being written)
+from launcher.errors import BadInput
 
 REPO = Path(__file__).resolve().parent.parent
 CHUNK = 1 << 20                 # what is read, hashed, compressed or sent at a time
@@ -51,3 +52,17 @@ def gzip_compressor():
 def gzip_bytes(data: bytes) -> bytes:
     compressor = gzip_compressor()
     return compressor.compress(data) + compressor.flush()
+
+
+def write_folder(folder: Path, files: dict[str, str], out_dir: Path) -> list[Path]:
+    """Each file under a temporary name, then renamed: no half file under a final name; private
+    (600), as on the hosts: a bundle may hold the values of `run.env`."""
+    written = []
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            written.append(write_atomic(folder / name, text.encode(), mode=0o600))
+    except OSError as exc:
+        raise BadInput(f"{out_dir}: cannot write {exc.filename or folder} ({exc.strerror or exc}). "
+                       "Expected a folder you can write (--output).") from None
+    return written

@@ -34,7 +34,7 @@ class Host:
     bundle_dir: str       # <workdir>/<cluster>: compose bundle, results, backups
     jumps: tuple[Bastion, ...] = ()       # the bastions SSH goes through, first hop first
     proxy_command: Optional[str] = None   # or the ssh config's ProxyCommand for it (never both)
-    lease_dir: str = "/var/tmp/tfcompose-leases"   # shared by every user of the host (leases.py)
+    lease_dir: str = "/var/tmp/tfcompose-leases"   # shared by every user of the host (launcher/leases/)
 
     @property
     def tf_address(self) -> str:

@@ -29,7 +29,8 @@ from launcher.plan import Plan, make, named
 from launcher.results import outcome
 from launcher.ssh import transfer
 from launcher.ssh.group import Group
-from launcher.stages.status import attach, containers, newest, run_label, statuses
+from launcher.containers import attach, containers, newest, run_label
+from launcher.stages.status import statuses
 from launcher.telemetry.assemble import assemble
 from launcher.text import Scrubber
 from launcher.tracking import upload as tracking

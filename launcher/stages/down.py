@@ -11,7 +11,7 @@ from launcher.errors import RemoteError
 from launcher.ssh.fanout import GroupResult
 from launcher.ssh.group import Group
 from launcher.inventory.model import Cluster, Host
-from launcher.stages import leases
+from launcher.leases import take as leases
 from launcher.stages.push import HASH_FILE, MARKER_FILE
 
 
@@ -40,7 +40,7 @@ def purge(host: Host, conn) -> None:
 def mark_if_finished(host: Host, conn, cluster: str) -> None:
     """The chief's container of its run exited 0: the run is marked finished before the container
     (and what Docker knew of it) goes, so the next `up` starts a new run instead of resuming it."""
-    from launcher.stages.status import containers, newest, run_label
+    from launcher.containers import containers, newest, run_label
     found = containers(conn, cluster, host.name)
     if found:
         top = newest(found)

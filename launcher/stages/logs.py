@@ -9,7 +9,7 @@ from typing import Callable, Optional
 from launcher import docker_commands as dc
 from launcher.inventory.model import Cluster, Host
 from launcher.ssh.group import Group, connect
-from launcher.stages.status import newest_container
+from launcher.containers import newest_container
 
 
 FOLLOW_GRACE_S = 5.0  # how long other hosts' logs are still followed after the chief's container ended

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from launcher.files import REPO, write_atomic
+from launcher.files import REPO, write_atomic, write_folder
 from launcher.plan import QUEUE_KEY_IN_CONTAINER, Plan, expect_gpus
 from launcher.runs import KEY_FILE, RUN_FILE, run_file_text
 
@@ -191,21 +191,6 @@ def write_bundles(plan: Plan, out_dir: Path) -> list[Path]:
     """Write build/<cluster>/<host>/{compose.yaml, tf_config.json, train.yaml, .env}."""
     return [path for host, files in render_cluster(plan).items()
             for path in write_folder(Path(out_dir) / plan.cluster.name / host, files, out_dir)]
-
-
-def write_folder(folder: Path, files: dict[str, str], out_dir: Path) -> list[Path]:
-    """Each file under a temporary name, then renamed: no half file under a final name; private
-    (600), as on the hosts: a bundle may hold the values of `run.env`."""
-    from trainer.spec.errors import BadInput
-    written = []
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        for name, text in files.items():
-            written.append(write_atomic(folder / name, text.encode(), mode=0o600))
-    except OSError as exc:
-        raise BadInput(f"{out_dir}: cannot write {exc.filename or folder} ({exc.strerror or exc}). "
-                       "Expected a folder you can write (--output).") from None
-    return written
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ from launcher.errors import GroupError
 from launcher.ssh.group import Group
 from launcher.inventory.model import Host
 from launcher.plan import Plan
-from launcher.stages.status import containers, run_label
+from launcher.containers import containers, run_label
 
 COMPOSE_UP_TIMEOUT_S = 300
 

@@ -188,7 +188,7 @@ def serve_live(cluster: Cluster, host_name: Optional[str], port: int, on_ready: 
 
 def _serve(cluster: Cluster, host: Host, conn, listener: socket.socket, on_ready: OnReady) -> Served:
     from launcher.ssh.tunnel import Forward, Held
-    from launcher.stages.status import current_run, newest_container, run_label
+    from launcher.containers import current_run, newest_container, run_label
     newest = newest_container(conn, cluster.name, host.name)
     image = image_of(newest, host.name)
     run = current_run(conn, host) or run_label(newest)

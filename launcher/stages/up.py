@@ -27,7 +27,8 @@ from launcher.image import stage as image
 from launcher.image.on_host import ImageOutcome
 from launcher.inventory.model import Cluster
 from launcher.ssh.group import Group
-from launcher.stages import hooks, leases, links, preflight, push, render, start, wait
+from launcher.stages import hooks, links, preflight, push, render, start, wait
+from launcher.leases import take as leases
 from launcher.stages.collect import collect_earlier, collect_into
 from launcher.tracking.outbox import live
 from launcher.telemetry.session import sampling

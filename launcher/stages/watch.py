@@ -8,7 +8,7 @@ from pathlib import Path
 from launcher.inventory.model import Cluster
 from launcher.plan import make
 from launcher.ssh.group import Group
-from launcher.stages.status import attach
+from launcher.containers import attach
 from launcher.stages.wait import RunOutcome, wait_for_end
 from launcher.telemetry.session import sampling
 from launcher.tracking.outbox import live

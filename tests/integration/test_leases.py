@@ -25,7 +25,7 @@ import yaml
 from launcher.inventory.load import load_cluster
 from launcher.plan import make
 from launcher.ssh.group import Group
-from launcher.stages import leases
+from launcher.leases import take as leases
 from support.cluster import CliProcess, cli, labelled
 from support.common import free_ports
 from support.sshd import write_inventory

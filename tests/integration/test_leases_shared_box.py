@@ -21,7 +21,7 @@ import pytest
 from launcher.inventory.load import load_cluster
 from launcher.plan import make
 from launcher.ssh.group import Group
-from launcher.stages import leases
+from launcher.leases import take as leases
 from support import accounts
 from support.cluster import CliProcess, cli
 from support.common import free_ports

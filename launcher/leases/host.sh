@@ -1,5 +1,5 @@
 # tfcompose leases: what the launcher runs on a host to take, wait for and give back leases
-# (leases.py sends this text as `sh -c <this> sh <what> <folder> <args>`; every value is an
+# (take.py sends this text as `sh -c <this> sh <what> <folder> <args>`; every value is an
 # argument, never spliced in). The launcher decides; this script only reads, locks and writes.
 #
 #   session DIR SID       make DIR if it is absent (by root: mode 1777, every user of the host
@@ -214,5 +214,5 @@ case $what in
   look) look ;;
   change) change "$@" ;;
   release) release "$@" ;;
-  *) fail "leases_host.sh: unknown $what" 2 ;;
+  *) fail "host.sh: unknown $what" 2 ;;
 esac

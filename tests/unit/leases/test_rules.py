@@ -5,8 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from launcher.stages import lease_rules as rules
-from launcher.stages.lease_files import Folder, Gpus, Lease, Needs, Ticket, Tombstone, gpus_of
+from launcher.leases import rules as rules
+from launcher.leases.files import Folder, Gpus, Lease, Needs, Ticket, Tombstone, gpus_of
 
 ALICE, BOB = 1000, 1001
 NOW = 1_700_000_600

@@ -1,15 +1,15 @@
 """The files in a host's lease folder, and what the host says about them: their one owner.
 
 Three kinds of small JSON file, each written whole under a temporary name and renamed (by
-leases_host.sh), each readable by every user of the host (0644) in a folder every user can write
-(root's, mode 1777, sticky: nobody can remove or replace another user's file; leases_host.sh refuses
+host.sh), each readable by every user of the host (0644) in a folder every user can write
+(root's, mode 1777, sticky: nobody can remove or replace another user's file; host.sh refuses
 a folder anyone but root and the user could empty):
 
     <cluster>.<host>.<uid>.lease    a cluster holds GPUs and ports on this host
     <key>.<host>.ticket             an `up --queue` waits for them (key: when it asked, then a nonce)
     <lease id>.<uid>.broken         `up --break-lease` broke that (stale) lease of another user
 
-and `<session>.session`, empty, locked by the launcher that holds or waits (see leases.py).
+and `<session>.session`, empty, locked by the launcher that holds or waits (see take.py).
 
 Everything read back is hostile input: another user, a broken disk or a careless `echo >` may
 have written it. A file is taken only if it is a document tfcompose writes: bounded, every field
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Union
 
 SCHEMA = 1
-MAX_BYTES = 8192              # what the host sends of each file (leases_host.sh's `head -c`): 1024 GPU ids fit
+MAX_BYTES = 8192              # what the host sends of each file (host.sh's `head -c`): 1024 GPU ids fit
 MAX_GPUS, MAX_PORTS = 1024, 16
 NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")       # cluster and host names (schema.NAME_RE)
 HEX16_RE = re.compile(r"^[0-9a-f]{16}$")                               # lease ids and session ids
@@ -35,7 +35,7 @@ RUN_RE = re.compile(r"^(?:\d{8}-\d{6}-[0-9a-f]{8}|[0-9a-f]{12}|local)?$")    # r
 KEY_RE = re.compile(r"^[0-9]{13}-[0-9a-f]{8}$")                        # ticket keys: ms since 1970, nonce
 USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")          # names as `stat -c %U` prints them
 LAUNCHER_RE = re.compile(r"^[A-Za-z0-9_.@:-]{1,120}$")                 # user@machine the launcher ran on
-FILE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")            # names leases_host.sh lists at all
+FILE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")            # names host.sh lists at all
 
 
 @dataclass(frozen=True)
@@ -296,7 +296,7 @@ def parse_entry(entry: Entry) -> Document:
         return Unreadable(entry.name, entry.owner, str(exc))
 
 
-# --- the host's answer to `look` (leases_host.sh) ----------------------------------------------
+# --- the host's answer to `look` (host.sh) ----------------------------------------------
 @dataclass
 class Folder:
     """One host's lease folder as `look` found it."""
@@ -348,7 +348,7 @@ def parse_look(text: str) -> Folder:
 
 
 def fingerprint(folder: Folder, skip: set[str]) -> str:
-    """SHA-256 of the listed files but those named in `skip`, as leases_host.sh's `printed`
+    """SHA-256 of the listed files but those named in `skip`, as host.sh's `printed`
     computes it: `change` applies nothing unless the host's files still give the same."""
     kept = [line for line in folder.lines if line.split(" ")[1:2] != [] and line.split(" ")[1] not in skip]
     return hashlib.sha256("".join(line + "\n" for line in kept).encode()).hexdigest()

@@ -5,26 +5,15 @@ Neither target gets a TF_CONFIG: each replica learns who it is from the schedule
 (trainer/cluster/rank.py): JobSet pods from JOB_COMPLETION_INDEX and their stable DNS names, Slurm tasks
 from SLURM_PROCID and SLURM_JOB_NODELIST. The hosts become a replica count, `gpus` a GPU count
 per pod or node, `data_dir` a volume or a path, the train config a ConfigMap or a file. What both
-targets share is in export_common.py, the Slurm job in export_slurm.py; the JobSet is here.
+targets share is in common.py, the Slurm job in slurm.py; the JobSet is here (launcher/targets/ names them all).
 """
 from __future__ import annotations
 
 import functools
 import re
-from pathlib import Path
 
 from launcher.plan import Plan
-from launcher.stages.export_common import gpus_each, program, required, task_env, train_yaml
-
-TARGETS = ("jobset", "slurm")
-
-
-def write(plan: Plan, target: str, out_dir: Path) -> list[Path]:
-    from launcher.stages.export_slurm import slurm_files
-    from launcher.stages.render import write_folder
-    files = jobset_files(plan) if target == "jobset" else slurm_files(plan)
-    return write_folder(Path(out_dir) / plan.cluster.name, files, out_dir)
-
+from launcher.targets.common import gpus_each, program, required, task_env, train_yaml
 
 # --- Kubernetes JobSet ----------------------------------------------------------------------------
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from launcher.stages import lease_files as lf
-from launcher.stages.lease_files import Entry, Gpus, Lease, Tombstone, Unreadable
+from launcher.leases import files as lf
+from launcher.leases.files import Entry, Gpus, Lease, Tombstone, Unreadable
 
 
 def a_lease(**kw) -> Lease:
@@ -110,7 +110,7 @@ def test_the_hosts_answer_is_parsed_line_by_line_and_lines_it_does_not_write_are
         look_line("demo.h1.1000.lease", 1000, "alice", good.encode()),
         look_line("x.lease", 1000, "alice", b"\xff\xfe not utf-8"),
         look_line("y.lease", 1000, "\x1b[31malice", b"{}"),       # an owner name that is no name
-        "entry ../../etc/passwd 0 root cm9vdA==",                  # a name leases_host.sh never lists
+        "entry ../../etc/passwd 0 root cm9vdA==",                  # a name host.sh never lists
         "entry z.lease 0 root !!!notbase64",
         "session fedcba9876543210 alive", "session 0000000000000000 dead", "session $(id) alive",
         "fingerprint abc", "garbage line", "user x y"])

@@ -10,8 +10,8 @@ user's alone). The host checks that nobody but root and the user can remove or r
 the folder or above it, and refuses it otherwise, naming the fix; a folder that cannot be made or
 written is refused too: going on without a lease would break the promise to the others.
 
-What: one small JSON file per host and cluster (lease_files.py), written beside and renamed. The
-launcher decides (lease_rules.py, pure); the host only reads, locks and writes (leases_host.sh):
+What: one small JSON file per host and cluster (files.py), written beside and renamed. The
+launcher decides (rules.py, pure); the host only reads, locks and writes (host.sh):
 
     session  the launcher holds a lock on a file of its own there for as long as its SSH connection
              lives (Connection.hold): however the launcher ends, the lock goes with it, so a lease
@@ -56,15 +56,15 @@ from launcher.errors import RemoteError, TfcError, summary
 from launcher.inventory.model import Host
 from launcher.plan import Plan
 from launcher.ssh.group import Group
-from launcher.stages import lease_files as files, lease_rules as rules
-from launcher.stages.lease_files import Folder, Needs, Ticket
+from launcher.leases import files as files, rules as rules
+from launcher.leases.files import Folder, Needs, Ticket
 
-HOST_SCRIPT = Path(__file__).with_name("leases_host.sh")
+HOST_SCRIPT = Path(__file__).with_name("host.sh")
 POLL_S = 2.0          # between two looks of a queued `up`
 ATTEMPTS = 5          # a plain `up` whose hosts keep changing under it gives up after this many
 LOOK_LIMIT = 8 << 20  # 512 files of 8 KB in base64 (5.5 MB), and the sessions
-MAX_FILES = 512       # leases_host.sh's: more leases (or sessions) than this and `look` lists none
-CHANGED = 4           # leases_host.sh's status when the files changed since `look`
+MAX_FILES = 512       # host.sh's: more leases (or sessions) than this and `look` lists none
+CHANGED = 4           # host.sh's status when the files changed since `look`
 
 
 class LeasesRefused(TfcError):
@@ -79,7 +79,7 @@ class LeasesRefused(TfcError):
 
 
 def host_command(what: str, folder: str, *args: str) -> list[str]:
-    """One of leases_host.sh's commands (session, look, change, release), the script sent as text."""
+    """One of host.sh's commands (session, look, change, release), the script sent as text."""
     return ["sh", "-c", HOST_SCRIPT.read_text(), "sh", what, folder, *args]
 
 

@@ -1,4 +1,4 @@
-"""Who may take what on a shared host: the rules of leases and of the queue (pure; leases.py reads
+"""Who may take what on a shared host: the rules of leases and of the queue (pure; take.py reads
 the facts from the hosts and acts on what these functions decide).
 
 - Two clusters clash on a host when their GPU sets overlap (`all` overlaps any GPU; a CPU-only
@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Optional
 
-from launcher.stages.lease_files import (Folder, Lease, Needs, Ticket, Tombstone, lease_file, lease_text,
+from launcher.leases.files import (Folder, Lease, Needs, Ticket, Tombstone, lease_file, lease_text,
                                          tombstone_file, tombstone_text)
 from launcher.text import clock
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import shlex
 
 from launcher.plan import Plan
-from launcher.stages.export_common import CONFIG, gpus_each, program, required, task_env, train_yaml
+from launcher.targets.common import CONFIG, gpus_each, program, required, task_env, train_yaml
 
 SCRIPT = "tfcompose.sbatch"
 # What the rank shim reads in the container (docker passes only what it is told to).

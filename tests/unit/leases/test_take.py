@@ -1,4 +1,4 @@
-"""The lease stage's host side (leases_host.sh, run here with sh as it runs on a host) and its
+"""The lease stage's host side (host.sh, run here with sh as it runs on a host) and its
 answers read back: sessions that end with their launcher, check-and-write that two launchers
 cannot both pass, a folder every user writes and nobody can empty for another."""
 from __future__ import annotations
@@ -21,7 +21,7 @@ from launcher.plan import make
 from launcher.reporter import RecordingReporter
 from launcher.ssh.connection import Result
 from launcher.ssh.fanout import fan_out
-from launcher.stages import lease_files as lf, leases
+from launcher.leases import files as lf, take as leases
 from support.builders import cluster as a_cluster
 from support.common import IN_CI
 from support.fakes import FakeConnection
