@@ -12,11 +12,10 @@ import sys
 from pathlib import Path
 
 from trainer.cluster import rank
-from trainer.spec.config import TrainConfig, env_overrides, parse_yaml
-from trainer.spec.load import load_config
-from trainer.spec.errors import ConfigError, ExitCode, TfcError
 from trainer.cluster.tfconfig import ClusterInfo, is_chief, parse_tf_config
-from trainer.spec.trials import expand
+from trainer.spec.config import TrainConfig, env_overrides, parse_yaml
+from trainer.spec.errors import ConfigError, ExitCode, TfcError
+from trainer.spec.load import load_config
 
 SHORTCUTS = {  # flag → config field; every other field through --set key=value
     "epochs": "epochs", "candidates": "candidates", "results_dir": "results_dir",
@@ -190,8 +189,6 @@ def run(cfg: TrainConfig, info: ClusterInfo) -> int:
     chief = is_chief(info)
     for name in cfg.candidates:
         models.resolve(name)  # unknown candidates fail before the cluster forms
-    if not cfg.search.uses_study:
-        expand(cfg)  # and so does a search.only naming no trial
     for candidate, values in cfg.search.hyperparameters.items():
         models.check_hyperparameters(candidate, values)   # so does an argument a builder does not take
     gpus = strategy_mod.check_gpus(os.environ.get("TFC_EXPECT_GPUS"))

@@ -32,7 +32,7 @@ PREFIX = "tfcompose."
 EPOCH_METRICS = ("loss", "accuracy", "val_loss", "val_accuracy")
 STEP_KEY = "val_accuracy"          # an epoch is on the tracker when this metric has its step
 # Launcher-written fields, and paths inside the containers: not settings of the search.
-NOT_PARAMS = {"search.queue", "search.hosts", "search.only", "results_dir", "backup_dir", "allreduce.link_mbit_s"}
+NOT_PARAMS = {"search.queue", "search.hosts", "results_dir", "backup_dir", "allreduce.link_mbit_s"}
 STATUS = {"complete": "FINISHED", "pruned": "FINISHED", "retried": "KILLED", "failed": "FAILED"}
 MAX_PARAM = 6000                   # MLflow's longest param value
 MAX_TAG = 5000

@@ -164,8 +164,6 @@ class SearchConfig(_Strict):
         None, expected="an absolute path")
     """The run's key (the chief) or this host's (the others), written by the launcher beside the run's folders: every
     call to the queue carries its proof (trainer/search/wire.py). A path, never the key."""
-    only: Optional[List[str]] = field(None, expected="a list of trial names", min_length=1)
-    """The trials this host trains (static placement, before the queue); default: all."""
 
     @property
     def uses_study(self) -> bool:

@@ -175,8 +175,6 @@ def problems(cfg: TrainConfig) -> list[Problem]:
                 f"a grid of at most {MAX_GRID:,}, or `trials:` to train the first ones (or sampler: random or tpe)")
     elif search.trials is None:
         bad(("trials",), f"Missing with sampler {search.sampler}", "the number of trials to draw")
-    if search.only and search.uses_study:
-        bad(("only",), "Received with a search the study drives", "only with a plain grid (lists, no sampler, no pruner)")
     if search.max_epochs is not None and search.min_epochs > search.max_epochs:
         bad(("min_epochs",), f"Received {search.min_epochs} with max_epochs {search.max_epochs}", "min_epochs ≤ max_epochs")
     elif search.max_epochs is None and search.pruner != "none" and search.min_epochs > cfg.epochs:

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 from trainer.spec import space
 from trainer.spec.config import TrainConfig
-from trainer.spec.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -26,14 +25,6 @@ class Trial:
         return cls(name, candidate, float(values["learning_rate"]), int(values["batch_per_replica"]), own, number, seq)
 
 
-def expand(cfg: TrainConfig, only: bool = True) -> list[Trial]:
-    """Every trial of a grid, in order; `search.only` (one host's share) filters them."""
-    search = cfg.search
-    trials = [Trial.of(p["name"], p["candidate"], p["values"]) for p in space.grid(cfg)]
-    if only and search.only:
-        names = {t.name for t in trials}
-        unknown = [n for n in search.only if n not in names]
-        if unknown:
-            raise ConfigError(f"search.only: Received {unknown[0]!r}. Expected one of the trials: {', '.join(sorted(names))}.")
-        trials = [t for t in trials if t.name in search.only]
-    return trials
+def expand(cfg: TrainConfig) -> list[Trial]:
+    """Every trial of a grid, in order."""
+    return [Trial.of(p["name"], p["candidate"], p["values"]) for p in space.grid(cfg)]

@@ -1,9 +1,7 @@
-"""A grid's trials: their names in order, and one host's share of them (no cluster needed)."""
+"""A grid's trials: their names in order (no cluster needed)."""
 from __future__ import annotations
 
-import pytest
 from trainer.spec.config import TrainConfig
-from trainer.spec.errors import ConfigError
 from trainer.spec.trials import expand
 
 
@@ -17,10 +15,3 @@ def test_search_space_names_every_trial_in_order():
     assert names == ["small_cnn@lr=0.01,bs=16", "small_cnn@lr=0.001,bs=16",
                      "deep_cnn@lr=0.01,bs=16", "deep_cnn@lr=0.001,bs=16"]
     assert [t.name for t in expand(cfg(candidates=["small_cnn"]))] == ["small_cnn"]  # no space: plain names
-
-
-def test_only_selects_a_share_and_rejects_unknown_trials():
-    space = {"learning_rates": [0.1, 0.2]}
-    assert [t.name for t in expand(cfg(search={**space, "only": ["small_cnn@lr=0.2,bs=32"]}))] == ["small_cnn@lr=0.2,bs=32"]
-    with pytest.raises(ConfigError, match="search.only: Received 'nope'"):
-        expand(cfg(search={**space, "only": ["nope"]}))
