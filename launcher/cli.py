@@ -78,7 +78,7 @@ def validate(inventory_path: Path = InventoryOpt) -> None:
         _say(f"tracking: MLflow at {shown(t.uri)}, experiment {t.experiment!r}"
              + (f", best model registered as {t.register_as}" if t.register_as else ""))
     if cluster.spec.run is None:        # the search it understood: your own program searches as it likes
-        from launcher.results.values import space_lines
+        from launcher.report.values import space_lines
         for line in space_lines(cluster.spec.train_or_defaults):
             _say(line)
     _say(f"{inventory_path}: valid")
@@ -391,7 +391,7 @@ def runs_cmd(inventory_path: Optional[Path] = typer.Option(None, "--inventory", 
                                                            dir_okay=False), runs: Path = RunsOpt) -> None:
     """The collected runs: id, date, mode, trials, best trial and its val_accuracy, duration, restarts
     (a run whose files tfcompose cannot read is listed as damaged, saying why)."""
-    from launcher.results.history import find
+    from launcher.report.history import find
     from launcher.text import clock
     from launcher.view import out, table
     found = find(runs, _load(inventory_path).name if inventory_path else None, with_damaged=True)
@@ -407,7 +407,7 @@ def compare_cmd(refs: list[str] = typer.Argument(..., help="run folders or run i
                 runs: Path = RunsOpt,
                 output: Path = typer.Option(Path("compare.png"), "--output", "-o", help="the picture to write")) -> None:
     """Leaderboards side by side, and one picture of each run's best validation curve."""
-    from launcher.results.history import compare_picture, leaderboards, picture_path, resolve
+    from launcher.report.history import compare_picture, leaderboards, picture_path, resolve
     from launcher.view import out, table
     picture_path(output)            # a wrong --output is refused before anything is read
     folders = [resolve(runs, ref) for ref in refs]
@@ -419,7 +419,7 @@ def compare_cmd(refs: list[str] = typer.Argument(..., help="run folders or run i
 @app.command("report")
 def report_cmd(run_dir: Path = typer.Argument(..., help="a run folder: runs/<cluster>/<run> or runs/local")) -> None:
     """Write report.md with a leaderboard, training curves and the best model's confusion matrix (PNGs)."""
-    from launcher.results.report import write_report
+    from launcher.report.build import write_report
     from launcher.view import leaderboard, out
     made = write_report(run_dir)
     board = leaderboard(run_dir)

@@ -215,7 +215,7 @@ def leases_table(states) -> Table:
 
 def leaderboard(run_dir: Path) -> Table | None:
     from launcher import runfiles
-    from launcher.results import report, values
+    from launcher.report import build as report, values
     from trainer.spec import results
     if not runfiles.is_file(run_dir, runfiles.RESULTS):
         return None

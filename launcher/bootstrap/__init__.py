@@ -1,0 +1,12 @@
+"""Bare Debian and Ubuntu boxes made ready for tfcompose (`tfcompose bootstrap`), and a starter
+inventory asked of the hosts (`tfcompose init`). Read facts once, decide in pure code, build the
+commands apart; only stage.py and init.py reach a host.
+
+    facts.py         what a host is: one probe, its parser beside it, into a frozen type
+    decide.py        what to do to one host, from its facts alone (pure)
+    commands.py      every command bootstrap runs on a host, and the root script that installs
+    repositories.py  Docker's and NVIDIA's apt repositories and their signing keys
+    offline.py       the .deb files an offline host lacks, resolved and cached on this machine
+    stage.py         `tfcompose bootstrap` over the Group: decide, ship, install, judge again
+    starter.py       `init`'s decisions from the facts (pure); init.py asks the hosts
+"""

@@ -26,7 +26,7 @@ from launcher.errors import BadInput, RemoteError, TfcError, summary
 from launcher.files import PART
 from launcher.inventory.model import Cluster, Host
 from launcher.plan import Plan, make, named
-from launcher.results import outcome
+from launcher.report import outcome
 from launcher.ssh import transfer
 from launcher.ssh.group import Group
 from launcher.containers import attach, containers, newest, run_label
@@ -115,7 +115,7 @@ def collect_earlier(group: Group, plan: Plan, earlier: str, runs_dir: Path) -> O
 def program_files(plan: Plan, copied) -> "report.ProgramFiles | None":
     """A `run:` program's results as collected: how many files it left in its results folder, and
     where that folder is (None for the built-in trainer, or when the chief's folder was not read)."""
-    from launcher.results import report
+    from launcher.report import build as report
     user = plan.cluster.spec.run
     if user is None or copied is None:
         return None
@@ -125,7 +125,7 @@ def program_files(plan: Plan, copied) -> "report.ProgramFiles | None":
 def write_report(group: Group, run_dir: Path, program=None) -> None:
     """report.md and its pictures; for a run that left no results, report.md says how it ended (a
     `run:` program that wrote nothing where it should have: where its files must go)."""
-    from launcher.results import report
+    from launcher.report import build as report
     if program is not None and program.files == 0:
         group.reporter.warn(plan_chief(group), report.nothing_written(program))
     try:

@@ -245,5 +245,5 @@ def _user() -> str:
 
 def history_rows(folder: Path, record: dict) -> list[dict]:
     """The trial's history CSV rows (the report's reader: it checks them)."""
-    from launcher.results.report import history
+    from launcher.report.build import history
     return history(folder, record)

@@ -1,7 +1,7 @@
 """Searched values as text: beside each trial, and the space validate understood."""
 from __future__ import annotations
 
-from launcher.results import values
+from launcher.report import values
 
 
 def trial(name: str, **hp) -> dict:

@@ -9,7 +9,7 @@ import re
 import matplotlib.image
 
 from launcher import view
-from launcher.results.report import write_report
+from launcher.report.build import write_report
 from launcher.telemetry import assemble, csvfile
 from launcher.telemetry.samples import Gpu, Sample
 

@@ -1,9 +1,9 @@
-"""outcome.json (launcher/results/outcome.py): how a collected run ended, written and read back."""
+"""outcome.json (launcher/report/outcome.py): how a collected run ended, written and read back."""
 from __future__ import annotations
 
 import json
 
-from launcher.results import outcome
+from launcher.report import outcome
 
 
 def test_a_failed_run_says_so_and_reads_back(tmp_path):

@@ -9,7 +9,7 @@ from launcher.runfiles import load_results as load
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory):
     """search.png and parameters.png of each real run, drawn once and kept open."""
-    from launcher.results import search_report
+    from launcher.report import search as search_report
     from support.figures import Kept, real_run
     made = {}
     for name in ("tpe-asha", "parallel-lost-host"):

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 from launcher import runfiles
-from launcher.results import outcome
+from launcher.report import outcome
 from launcher.text import one_line
 
 from trainer.spec import results
@@ -106,7 +106,7 @@ def resolve(runs_dir: Path, ref: str) -> Path:
 
 
 def best_curve(folder: Path, doc: dict) -> tuple[str, list[int], list[float]]:
-    from launcher.results.report import history
+    from launcher.report.build import history
     best = results.best(doc["candidates"])
     rows = history(folder, best)
     return best["candidate"], [int(r["epoch"]) for r in rows], [float(r["val_accuracy"]) for r in rows]
@@ -129,7 +129,7 @@ def compare_picture(folders: list[Path], out: Path) -> Path:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from launcher.results import axes
+    from launcher.report import axes
     fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
     every, last = [], 1
     for folder, label in zip(folders, run_labels(folders)):
@@ -150,7 +150,7 @@ def compare_picture(folders: list[Path], out: Path) -> Path:
 
 def leaderboards(folders: list[Path]) -> tuple[list[str], list[list[str]]]:
     """Columns: one per run; rows: rank 1, 2, … with `trial val_accuracy` in each cell."""
-    from launcher.results.report import ranked, state_text
+    from launcher.report.build import ranked, state_text
     boards = [ranked(runfiles.load_results(f)) for f in folders]
     rows = []
 

@@ -23,7 +23,7 @@ def plot_search(doc: dict, out: Path, save) -> Path:
     its bottom edge and counted, never silently dropped."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
-    from launcher.results import axes
+    from launcher.report import axes
     fig, ax = plt.subplots(figsize=(10, 5.8), layout="constrained")
     best = doc["best"]["candidate"]
     curves = [(r, axes.finite(r.get("curve") or [])) for r in doc["candidates"]]
@@ -83,7 +83,7 @@ def plot_parameters(doc: dict, out: Path, save) -> Path | None:
     architecture, hollow when pruned; trained trials only (a lost or failed one has no model's
     figure); the accuracy axis from the data, as in search.png; the legend beside the panels."""
     import matplotlib.pyplot as plt
-    from launcher.results import axes, values
+    from launcher.report import axes, values
     records = [r for r in doc["candidates"] if isinstance(r.get("hyperparameters"), dict) and axes.trained(r)
                and axes.finite([r["val_accuracy"]])]
     names = sorted(values.varying(records), key=lambda k: (k not in _SHARED, k))
@@ -116,7 +116,7 @@ _SHARED = ("learning_rate", "batch_per_replica")
 
 
 def _panel(ax, name: str, records: list[dict], colours: dict, bottom: float) -> None:
-    from launcher.results import axes
+    from launcher.report import axes
     xs = [r["hyperparameters"][name] for r in records]
     numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
     labels = xs if numeric else [axes.plain(x) for x in xs]

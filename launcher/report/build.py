@@ -3,7 +3,7 @@
 - leaderboard.png: validation accuracy per trial, annotated with loss, time, images/s, parameters
 - curves.png: accuracy and validation accuracy per epoch, one panel per trial
 - confusion_matrix.png: the best trial on the validation set
-- telemetry.png, with a run's telemetry: how busy each host's hardware was (results/telemetry_report.py)
+- telemetry.png, with a run's telemetry: how busy each host's hardware was (report/telemetry.py)
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
 from launcher import runfiles  # noqa: E402
-from launcher.results import axes, values  # noqa: E402
+from launcher.report import axes, values  # noqa: E402
 from launcher.text import one_line  # noqa: E402
 from trainer.spec import results  # noqa: E402  (the results.json owner)
 
@@ -218,7 +218,7 @@ def markdown(doc: dict, rows: list[dict], pictures: list[Path], hardware_lines: 
                      + "".join(f"{c} | " for c in more) + f"{_cell(r.get('host', ''))} |")
     lines.append("")
     if "search" in doc:
-        from launcher.results import search_report
+        from launcher.report import search as search_report
         lines += search_report.markdown(doc)
     lines += list(hardware_lines)
     lines += (["## Notes", ""] + [f"- {_cell(n)}" for n in notes] + [""]) if notes else []
@@ -252,16 +252,16 @@ def write_report(folder: str | Path) -> Report:
     confusion = plot_confusion(rows[0], doc.get("class_names", []), folder, values.texts(rows)[0])
     pictures += [confusion] if confusion else []
     if "search" in doc:
-        from launcher.results import search_report
+        from launcher.report import search as search_report
         pictures.append(search_report.plot_search(doc, folder, _save))
         effect = search_report.plot_parameters(doc, folder, _save)
         pictures += [effect] if effect else []
-    from launcher.results import telemetry_report
+    from launcher.report import telemetry as telemetry_report
     hardware_lines, hardware_pictures = telemetry_report.section(folder, doc, _save)   # telemetry/<host>.csv, if any
     pictures += hardware_pictures
     notes = [note for r in rows if (note := read_history(folder, r)[1])]     # history rows left out, and why
     text = markdown(doc, rows, pictures, hardware_lines, notes)
-    from launcher.results import outcome
+    from launcher.report import outcome
     made = outcome.read(folder)
     if made is not None and made.failed:        # results of an earlier attempt: the run itself failed since
         text = f"**This run failed:** {made.message}\n\n" + text
@@ -286,7 +286,7 @@ def nothing_written(program: ProgramFiles) -> str:
 def write_outcome_only(folder: str | Path, program: Optional[ProgramFiles] = None) -> Path:
     """report.md of a run that left no results.json: how it ended (outcome.json) and where its logs
     are; for a `run:` program, what it left and, when nothing, where its files must go."""
-    from launcher.results import outcome
+    from launcher.report import outcome
     folder = Path(folder)
     made = outcome.read(folder)
     state = made.state if made else "unknown"

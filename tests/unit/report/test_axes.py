@@ -1,7 +1,7 @@
 """The report's axes: accuracy ranges from the data, a real epoch axis, text shown literally."""
 from __future__ import annotations
 
-from launcher.results import axes
+from launcher.report import axes
 
 
 def test_accuracy_axes_come_from_the_data_so_the_contenders_are_told_apart():

@@ -9,7 +9,7 @@ import matplotlib.image
 import pytest
 
 from launcher.cli import main
-from launcher.results import history as runs, report
+from launcher.report import history as runs, build as report
 
 
 def run_folder(folder: Path, best: float, started: str) -> Path:
@@ -110,7 +110,7 @@ def test_off_a_terminal_tables_print_whole_at_any_columns(tmp_path, capsys, monk
 
 def test_compare_labels_each_run_by_cluster_and_id_even_through_two_latest_links(tmp_path, capsys, monkeypatch):
     from launcher import view
-    from launcher.results import history
+    from launcher.report import history
     from support.figures import overlapping
     monkeypatch.setattr(view.out, "width", 200)
     a = run_folder(tmp_path / "runs" / "oasis" / "aaaaaaaaaaaa", 0.97, "2026-11-20T10:00:00")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
-from launcher.results.axes import plain
+from launcher.report.axes import plain
 from launcher.telemetry import csvfile, rules
 from launcher.telemetry.samples import Sample, finite
 

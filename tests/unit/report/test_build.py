@@ -7,7 +7,7 @@ import matplotlib.image
 import pytest
 from launcher import runfiles
 from launcher.cli import main
-from launcher.results.report import write_report
+from launcher.report.build import write_report
 
 
 TRIALS = ["small_cnn@lr=0.01,bs=16", "small_cnn@lr=0.001,bs=16", "deep_cnn@lr=0.01,bs=16"]
@@ -55,7 +55,7 @@ def test_report_cli_prints_the_leaderboard_and_rejects_a_folder_without_results(
 def real_reports(tmp_path_factory):
     """The leaderboard and curves of each real run, drawn once for the module (16 panels take
     seconds), kept open: (the ranked trials, report.md's text, the figures by file name)."""
-    from launcher.results import report
+    from launcher.report import build as report
     from support.figures import Kept, real_run
     kept, made = Kept(), {}
     with pytest.MonkeyPatch.context() as patch:
@@ -83,7 +83,7 @@ def bar_order(fig) -> list[str]:
 
 
 def test_leaderboard_png_ranks_as_the_table_marks_pruned_trials_and_says_so_in_its_title(real_reports):
-    from launcher.results.values import texts
+    from launcher.report.values import texts
     ranked, _, figures = real_reports["tpe-asha"]
     fig = figures["leaderboard.png"]
     order = bar_order(fig)
@@ -155,7 +155,7 @@ def test_a_run_whose_trials_were_lost_says_what_became_of_them_without_widening_
 
 def test_history_rows_no_trainer_writes_are_left_out_with_a_note_and_never_a_traceback(tmp_path):
     """#46: a history value of 1e308 once raised OverflowError in the axis limits."""
-    from launcher.results import report
+    from launcher.report import build as report
     folder = run_folder(tmp_path)
     (folder / "history" / f"{TRIALS[0]}.csv").write_text(
         "epoch,loss,accuracy,val_loss,val_accuracy\n1,1,0.4,1,1e308\n2,1,0.5,1,0.6\n3,1,inf,1,0.6\n")
@@ -174,8 +174,8 @@ def test_history_rows_no_trainer_writes_are_left_out_with_a_note_and_never_a_tra
 
 def test_a_program_that_wrote_nothing_where_it_should_is_told_where_its_files_must_go(tmp_path):
     """#47: a `run:` program that saved its model under /tmp got "This run left no results"."""
-    from launcher.results import outcome
-    from launcher.results.report import ProgramFiles, write_outcome_only
+    from launcher.report import outcome
+    from launcher.report.build import ProgramFiles, write_outcome_only
     outcome.write(tmp_path, "lab", "20261127-120000-0badc0de", "finished", "chief h0 finished (exit 0)")
     text = write_outcome_only(tmp_path, ProgramFiles("/out", 0)).read_text()
     assert "left no results" not in text and "$TFC_RESULTS_DIR (/out" in text and "run.results_dir" in text

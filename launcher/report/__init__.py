@@ -1,0 +1,12 @@
+"""The report: what a collected run looks like to a person (`tfcompose report`, `runs`, `compare`):
+report.md and its pictures, drawn on this machine from the run folder's files (matplotlib, imported
+where it draws).
+
+    build.py      report.md, the leaderboard, the curves and the confusion matrix
+    search.py     the part for a search the study drove (sampler, pruner: its rungs, its picture)
+    telemetry.py  the hardware part: each host's figures, the warnings replayed, telemetry.png
+    history.py    every run of a cluster (`runs`) and two runs side by side (`compare`)
+    outcome.py    outcome.json: how a run ended, for a run that left no results
+    values.py     searched values as a person reads them
+    axes.py       what the pictures share (their style, their labels)
+"""
