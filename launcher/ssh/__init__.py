@@ -1,5 +1,6 @@
 """The SSH transport (after fabric): hosts known only as a type, no stage, no plan.
 
+    base.py        the Runner protocol (the real connection and the tests' fake), a command's Result
     connection.py  one lazy connection per host: run, stream, hold; every command bounded in time
     group.py       the cluster's connections for the length of a command
     fanout.py      one function on many hosts at once: `.succeeded`, `.failed`

@@ -22,12 +22,9 @@ command (proxy.py). Either way the host's own session, key check and bounds are 
 from __future__ import annotations
 
 import logging
-import secrets
-import shlex
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -36,72 +33,24 @@ import paramiko
 from launcher.errors import BadAnswer, CalledOff, ConnectError, HostKeyError, RemoteError
 from launcher.inventory.model import Host
 from launcher.ssh import host_keys, proxy, transfer
+from launcher.ssh.base import (DEFAULT, KILL_AFTER_S, MAX_ANSWER, Result, TooLong, bounded, bounded_sink, new_tag,  # noqa: F401
+                               quote_command)
 from launcher.ssh.explain import explain, private_key, route, why
 from launcher.ssh.fanout import fan_out
 from launcher.ssh.jump import Bastions, keyscan_via
 
 KEEPALIVE_S = 15
 COMMAND_TIMEOUT_S = 120.0     # a remote command taking longer is wedged (ssh.command_timeout_s's default)
-DEFAULT = float("nan")      # "the connection's own command timeout" (a float, so type hints hold)
 TIMEOUT_STATUS = 124        # what `timeout` exits with when the bound passed
-KILL_AFTER_S = 5            # after TERM, the host's `timeout` sends KILL
 SEND_POLL_S = 0.1           # how often a send waiting for the host's window checks `cancel`
 SEND_SLICE = 1 << 16        # bytes handed to paramiko at a time (it sends at most a packet)
 CANCEL_GRACE_S = 2.0        # a command already sent when its work is called off may end by itself
-MAX_ANSWER = 16 << 20       # what `run` reads of a command's output before calling it not an answer
 STDERR_KEPT = 64 << 10      # the end of a command's stderr is kept, for the message
 EOF_AFTER_EXIT_S = 5.0      # after the exit status, how long the rest of the output (then EOF) may take
 # Paramiko logs a failed handshake's traceback from its own thread; with no handler Python would
 # print it on stderr. Failures reach the user as our one-line errors instead.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 logging.getLogger("paramiko").propagate = False
-
-
-@dataclass(frozen=True)
-class Result:
-    status: int
-    stdout: str
-    stderr: str
-
-    @property
-    def ok(self) -> bool:
-        return self.status == 0
-
-
-def quote_command(command: str | Sequence[str]) -> str:
-    """Every remote command goes through here: an argv list is joined with shlex.quote."""
-    return command if isinstance(command, str) else shlex.join(str(part) for part in command)
-
-
-FOREVER_S = 10 ** 8         # `timeout`'s bound for a command that has none of its own but an idle one
-
-
-def bounded(command: str | Sequence[str], seconds: Optional[float], tag: Optional[str] = None) -> str:
-    """The command under coreutils/busybox `timeout`, so the host ends it when the bound passes.
-    With a tag, the command is findable on the host by it (`end_command`), to end it early."""
-    argv = ["sh", "-c", command] if isinstance(command, str) else [str(part) for part in command]
-    if tag is not None:
-        argv = ["sh", "-c", '"$@"', tag, *argv]
-    elif seconds is None:
-        return quote_command(argv)
-    return f"timeout -k {KILL_AFTER_S} {max(1, int(seconds if seconds is not None else FOREVER_S))} {quote_command(argv)}"
-
-
-def new_tag() -> str:
-    return f"tfcompose-cmd-{secrets.token_hex(8)}"
-
-
-class TooLong(Exception):
-    """A command's answer outgrew the bound set for it."""
-
-
-def bounded_sink(buffer: bytearray, limit: int) -> Callable[[bytes], None]:
-    """Collects output into `buffer`, refusing (TooLong) to hold more than `limit` bytes."""
-    def take(chunk: bytes) -> None:
-        if len(buffer) + len(chunk) > limit:
-            raise TooLong()
-        buffer.extend(chunk)
-    return take
 
 
 class Connection:
