@@ -10,6 +10,7 @@
     leases/           a cluster's claim on a shared host, and the queue for it
     targets/          the same plan as a Kubernetes JobSet or a Slurm job
     containers.py     a cluster's containers on a host, as Docker says and checked
+    host_facts.py     what preflight's probe says of a host, read once into a frozen type
     telemetry/        the hardware while it trains: samplers, warnings, per-trial figures
     tracking/         the run and its trials in MLflow
     report/           report.md and its pictures, `runs`, `compare`

@@ -152,9 +152,8 @@ def preflight_cmd(inventory_path: Path = InventoryOpt, parallel: Optional[int] =
         found = preflight.run(cluster, rep, parallel)
     for host in cluster.hosts:
         f = found.facts[host.name]
-        free_kb = f.get("free_kb", "")
-        _say(f"{host.name}: ready (docker compose {f.get('compose')}, "
-             f"{int(free_kb) // 1048576 if free_kb.isdigit() else '?'} GB free, nic {found.plan.nic(host) or '?'})")
+        _say(f"{host.name}: ready (docker compose {f.compose}, "
+             f"{f.free_kb // 1048576 if f.free_kb is not None else '?'} GB free, nic {found.plan.nic(host) or '?'})")
     _say(f"links between hosts ({found.links.port}):\n{found.links.text()}" if found.links else
          "links between hosts: checked by `up` once the image is on every host")
     if cluster.spec.dataset_source:

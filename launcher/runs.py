@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from launcher.files import state_root, write_atomic
+from launcher.host_facts import HostFacts
 
 RUN_FILE = ".tfcompose-run"
 FINISHED = "finished"
@@ -43,13 +44,13 @@ class HostRun:
     running: bool = False    # a container of it runs (or Docker is restarting one)
 
 
-def host_run(facts: dict[str, str]) -> HostRun:
+def host_run(facts: HostFacts) -> HostRun:
     """The probe's `run*` facts, as a HostRun; what is not what tfcompose writes is no run."""
-    run, config = facts.get("run", ""), facts.get("run_config", "")
+    run, config = facts.run, facts.run_config
     if not RUN_ID_RE.match(run) or not CONFIG_RE.match(config):
         return HostRun()
-    state = facts.get("run_state", "")
-    finished = facts.get("run_finished") == "1" or state.startswith("Exited (0)")
+    state = facts.run_state
+    finished = facts.run_finished or state.startswith("Exited (0)")
     return HostRun(run, config, finished, state.startswith(("Up", "Restarting")))
 
 

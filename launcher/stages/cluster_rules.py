@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from launcher.errors import TfcError
+from launcher.host_facts import HostFacts
 from launcher.inventory.model import Host
 from launcher.plan import Plan
 
@@ -31,13 +32,13 @@ def route_interface(route: str) -> Optional[str]:
     return match.group(1) if match else None
 
 
-def choose_nics(plan: Plan, facts: dict[str, dict]) -> tuple[dict[str, str], list[tuple[str, str]]]:
+def choose_nics(plan: Plan, facts: dict[str, HostFacts]) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """host → interface for hosts without `nic`, and (host, warning) pairs."""
     chosen, warnings = {}, []
     for host in plan.cluster.hosts:
         if host.nic:
             continue
-        route = facts.get(host.name, {}).get("route", "")
+        route = facts[host.name].route if host.name in facts else ""
         nic = route_interface(route)
         if nic is None:
             continue
@@ -62,7 +63,7 @@ def replicas(gpus: Any, gpu_count: int) -> int:
     return len(gpus) if isinstance(gpus, list) else int(gpus)
 
 
-def equal_replicas(plan: Plan, facts: dict[str, dict]) -> dict[str, Any]:
+def equal_replicas(plan: Plan, facts: dict[str, HostFacts]) -> dict[str, Any]:
     """GPU overrides that make every host train with as many replicas (or ClusterNotReady)."""
     if plan.parallel or len(plan.cluster.hosts) < 2:
         return {}
@@ -78,9 +79,8 @@ def equal_replicas(plan: Plan, facts: dict[str, dict]) -> dict[str, Any]:
     return {h.name: _first(h.gpus, smallest) for h in plan.cluster.hosts if counts[h.name] != smallest}
 
 
-def _count(facts: dict[str, dict], host: Host) -> int:
-    value = facts.get(host.name, {}).get("gpu_count", "")
-    return int(value) if value.isdigit() else 0
+def _count(facts: dict[str, HostFacts], host: Host) -> int:
+    return facts[host.name].gpu_count if host.name in facts else 0
 
 
 def _first(gpus: Any, n: int) -> Any:
@@ -95,7 +95,7 @@ class Findings:
     warnings: list[tuple[str, str]] = field(default_factory=list)
 
 
-def decide(plan: Plan, facts: dict[str, dict]) -> Findings:
+def decide(plan: Plan, facts: dict[str, HostFacts]) -> Findings:
     """NICs and equal replica counts from every host's preflight facts (or ClusterNotReady)."""
     nics, warnings = choose_nics(plan, facts)
     return Findings(nics, equal_replicas(plan, facts), warnings)

@@ -19,6 +19,7 @@ from typing import Optional
 
 from launcher import docker_commands as dc
 from launcher.errors import TfcError
+from launcher.host_facts import HostFacts
 from launcher.ssh.group import Group
 from launcher.inventory.model import Host
 from launcher.plan import Plan
@@ -158,10 +159,10 @@ class Matrix:
         return "\n".join(row.rstrip() for row in rows)
 
 
-def needed(plan: Plan, facts: dict[str, dict]) -> bool:
+def needed(plan: Plan, facts: dict[str, HostFacts]) -> bool:
     """Hosts that talk: sync, all of them on tf_port; parallel, every host to the chief's trial
     queue. A running cluster already holds the ports."""
-    running = any(f.get("own_running", "0") not in ("", "0") for f in facts.values())
+    running = any(f.own_running for f in facts.values())
     return len(plan.cluster.hosts) > 1 and not running
 
 

@@ -13,6 +13,7 @@ from typing import Optional
 
 from launcher import docker_commands as dc
 from launcher.errors import PreflightError, RemoteError
+from launcher.host_facts import HostFacts, parse as parse_facts
 from launcher.inventory.model import Cluster, Host
 from launcher.plan import Plan, complete, expect_gpus, make
 from launcher.stages import cluster_rules, links
@@ -28,7 +29,7 @@ class HostReady:
     """A host that passed: its facts (docker compose version, free space…) and any warnings."""
 
     host: str
-    facts: dict
+    facts: HostFacts
     warnings: list = field(default_factory=list)
 
 
@@ -50,7 +51,7 @@ def preflight(group: Group, plan: Plan) -> dict[str, HostReady]:
     return group.run("preflight", one).raise_if_failed(PreflightError).succeeded
 
 
-def check_cluster(group: Group, plan: Plan) -> tuple[dict[str, dict], cluster_rules.Findings]:
+def check_cluster(group: Group, plan: Plan) -> tuple[dict[str, HostFacts], cluster_rules.Findings]:
     """Preflight every host, then the rules across hosts (cluster_rules): every host's facts and
     what they mean for the plan (NICs, GPU counts); the warnings are reported."""
     facts = {host: ready.facts for host, ready in preflight(group, plan).items()}
@@ -79,7 +80,7 @@ def run(cluster: Cluster, reporter=None, parallel: Optional[int] = None) -> Read
         return Readiness(plan, facts, links_if_possible(group, plan, facts), datasets_if_needed(group, plan))
 
 
-def links_if_possible(group: Group, plan: Plan, facts: dict[str, dict]) -> Optional[links.Matrix]:
+def links_if_possible(group: Group, plan: Plan, facts: dict[str, HostFacts]) -> Optional[links.Matrix]:
     """The host-to-host matrix (links.py) when every host already has the image, else None."""
     from launcher.image.on_host import remote_image_id
     if not links.needed(plan, facts):
@@ -113,10 +114,10 @@ def check_host(host: Host, conn, cluster: str, peer: str = "", synced: bool = Fa
                       check=False)
     facts = parse_facts(result.stdout)
     received = time.time()
-    if facts.get("end") != "ok":
+    if not facts.complete:
         # A probe cut short is not a host whose workdir is not writable (what its missing facts
         # once read as): say where it stopped.
-        told = [key for key in facts if key != "end"]
+        told = [key for key in facts.said if key != "end"]
         raise RemoteError(host.name, reason=f"the preflight probe stopped (exit status {result.status}) after "
                           f"{', '.join(told[-3:]) or 'nothing'}: {one_line(result.stderr, 200) or 'no message'}")
     problems, warnings = judge(host, facts, midpoint=(sent + received) / 2, synced=synced, port=port,
@@ -126,41 +127,36 @@ def check_host(host: Host, conn, cluster: str, peer: str = "", synced: bool = Fa
     return HostReady(host.name, facts, warnings)
 
 
-def parse_facts(text: str) -> dict[str, str]:
-    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
-
-
-def judge(host: Host, facts: dict, midpoint: float, synced: bool = False,
+def judge(host: Host, facts: HostFacts, midpoint: float, synced: bool = False,
           port: Optional[int] = -1, window: float = 0.0) -> tuple[list[str], list[str]]:
     """Problems (block the start) and warnings from one host's preflight facts. synced: `up` fills
     data_dir from dataset_source, so it need not exist yet; port: the one it will listen on
     (default its tf_port; None: none)."""
     port = host.tf_port if port == -1 else port
     problems, warnings = [], []
-    if facts.get("docker") != "ok":
-        problems.append(f"`docker info` fails for this user ({facts.get('docker', 'no answer')}); `tfcompose bootstrap` "
+    if not facts.docker_ok:
+        problems.append(f"`docker info` fails for this user ({facts.docker or 'no answer'}); `tfcompose bootstrap` "
                         "installs Docker, starts it and adds you to the docker group")
-    if compose_major(facts.get("compose", "missing")) < 2:
-        problems.append(f"docker compose v2 is needed (found: {facts.get('compose', 'missing')}); `tfcompose bootstrap` "
+    if compose_major(facts.compose) < 2:
+        problems.append(f"docker compose v2 is needed (found: {facts.compose}); `tfcompose bootstrap` "
                         "installs it")
     problems += gpu_problems(host, facts)
-    if port and facts.get("port_busy", "0") not in ("0", "unknown") and facts.get("own_running", "0") == "0":
+    if port and facts.port_busy and not facts.own_running:
         what = "tf_port" if port == host.tf_port else "the study port (search.port)"
         problems.append(f"{what} {port} is already in use")
-    if facts.get("workdir") != "ok":
-        said = one_line(facts.get("workdir") or "no answer", 200)
+    if facts.workdir != "ok":
+        said = one_line(facts.workdir or "no answer", 200)
         # Another account's folder, or none the user may make: what `tfcompose bootstrap` fixes.
         fix = "; `tfcompose bootstrap` makes it yours when it is absent" if "ermission denied" in said else ""
         problems.append(f"workdir {host.workdir} is not writable ({said}{fix})")
-    if facts.get("bundle") == "foreign":
+    if facts.bundle == "foreign":
         problems.append(f"{host.bundle_dir} exists and was not made by tfcompose (no marker file); "
                         "choose another workdir or cluster name")
-    free_kb = facts.get("free_kb", "")
-    if free_kb.isdigit() and int(free_kb) < MIN_FREE_GB * 1024 * 1024:
-        problems.append(f"only {int(free_kb) // 1024} MB free in {host.workdir} (need {MIN_FREE_GB} GB)")
-    if host.data_dir and facts.get("data_dir") != "ok" and not synced:
+    if facts.free_kb is not None and facts.free_kb < MIN_FREE_GB * 1024 * 1024:
+        problems.append(f"only {facts.free_kb // 1024} MB free in {host.workdir} (need {MIN_FREE_GB} GB)")
+    if host.data_dir and facts.data_dir != "ok" and not synced:
         problems.append(f"data_dir {host.data_dir} does not exist")
-    offset = clock_offset(facts.get("clock", ""), midpoint, window)
+    offset = clock_offset(facts.clock, midpoint, window)
     if offset is not None and abs(offset) > CLOCK_WARN_S:
         warnings.append(f"clock is {offset:+.1f} s off this machine's (timeouts and logs may mislead; run NTP)")
     return problems, warnings
@@ -171,25 +167,24 @@ def compose_major(version: str) -> int:
     return int(head) if head.isdigit() else 0
 
 
-def gpu_problems(host: Host, facts: dict) -> list[str]:
+def gpu_problems(host: Host, facts: HostFacts) -> list[str]:
     if host.gpus == 0:
         return []
     problems = []
-    if "nvidia" not in facts.get("runtimes", ""):
+    if "nvidia" not in facts.runtimes:
         problems.append("gpus requested but Docker has no nvidia runtime (`tfcompose bootstrap` installs the NVIDIA "
                         "Container Toolkit and configures it)")
-    count = int(facts["gpu_count"]) if facts.get("gpu_count", "").isdigit() else 0
+    count = facts.gpu_count
     need = 1 if host.gpus == "all" else (max(host.gpus) + 1 if isinstance(host.gpus, list) else host.gpus)
     if count < need:
         problems.append(f"gpus {expect_gpus(host.gpus)} requested but nvidia-smi lists {count} GPU(s)")
     return problems
 
 
-def clock_offset(remote: str, midpoint: float, window: float = 0.0) -> Optional[float]:
+def clock_offset(remote: Optional[float], midpoint: float, window: float = 0.0) -> Optional[float]:
     """How far the host's clock is off ours: its reading was taken while the probe ran (midpoint ±
     window), so only what lies beyond that window is surely off (a slow probe is not a wrong clock)."""
-    try:
-        off = float(remote) - midpoint
-    except ValueError:
+    if remote is None:
         return None
+    off = remote - midpoint
     return 0.0 if abs(off) <= window else off - window if off > 0 else off + window

@@ -76,3 +76,10 @@ def chunks_of(data: bytes, size: int = 7000):
 
 
 BLOBS = [b"base layer " * 5000, b"requirements " * 300, b"code v1"]
+
+
+def host_facts(**said: str) -> "HostFacts":
+    """Preflight facts as a host's probe would say them (`key=value` lines, then end=ok), read by
+    the real parser."""
+    from launcher.host_facts import parse
+    return parse("".join(f"{key}={value}\n" for key, value in said.items()) + "end=ok\n")

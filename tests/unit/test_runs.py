@@ -7,6 +7,7 @@ import stat
 
 from hypothesis import given, strategies as st
 
+from support.builders import host_facts
 from launcher import runs
 from launcher.runs import HostRun
 
@@ -31,17 +32,17 @@ def test_two_runs_in_the_same_second_still_get_two_ids():
 
 
 @given(st.dictionaries(st.sampled_from(["run", "run_config", "run_finished", "run_state"]), st.text(max_size=80)))
-def test_what_a_host_says_of_its_run_is_a_run_tfcompose_writes_or_none(facts):
-    found = runs.host_run(facts)
+def test_what_a_host_says_of_its_run_is_a_run_tfcompose_writes_or_none(said):
+    found = runs.host_run(host_facts(**said))
     assert found == HostRun() or (runs.RUN_ID_RE.match(found.run) and runs.CONFIG_RE.match(found.config))
 
 
 def test_the_probes_answers_read_as_a_run():
     facts = {"run": "20261124-090000-3f2a1b2c", "run_config": C, "run_finished": "0", "run_state": "Exited (137) 3 s ago"}
-    assert runs.host_run(facts) == HostRun("20261124-090000-3f2a1b2c", C, finished=False, running=False)
-    assert runs.host_run({**facts, "run_state": "Exited (0) 1 minute ago"}).finished
-    assert runs.host_run({**facts, "run_state": "Restarting (1) 2 s ago"}).running
-    assert runs.host_run({**facts, "run": "../../etc"}) == HostRun()
+    assert runs.host_run(host_facts(**facts)) == HostRun("20261124-090000-3f2a1b2c", C, finished=False, running=False)
+    assert runs.host_run(host_facts(**{**facts, "run_state": "Exited (0) 1 minute ago"})).finished
+    assert runs.host_run(host_facts(**{**facts, "run_state": "Restarting (1) 2 s ago"})).running
+    assert runs.host_run(host_facts(**{**facts, "run": "../../etc"})) == HostRun()
 
 
 def test_each_hosts_queue_key_proves_that_host_only_and_the_secret_is_private(tmp_path, monkeypatch):

@@ -5,7 +5,7 @@ import pytest
 from launcher import plan as plan_mod
 from launcher.stages import cluster_rules
 from launcher.stages.cluster_rules import ClusterNotReady
-from support.builders import cluster, host
+from support.builders import cluster, host, host_facts
 
 
 ROUTES = [
@@ -25,8 +25,8 @@ def test_the_interface_is_read_from_ip_route_get(route, nic):
 
 def test_each_host_without_nic_gets_its_route_and_virtual_ones_are_warned_about():
     plan = plan_mod.make(cluster(3))
-    facts = {"h0": {"route": "10.0.0.2 dev eth0 src 10.0.0.1"}, "h1": {"route": "10.0.0.1 dev docker0 src 172.17.0.1"},
-             "h2": {"route": ""}}
+    facts = {"h0": host_facts(route="10.0.0.2 dev eth0 src 10.0.0.1"), "h1": host_facts(route="10.0.0.1 dev docker0 src 172.17.0.1"),
+             "h2": host_facts(route="")}
     nics, warnings = cluster_rules.choose_nics(plan, facts)
     assert nics == {"h0": "eth0", "h1": "docker0"}
     assert [h for h, _ in warnings] == ["h1"] and "set `nic`" in warnings[0][1]
@@ -41,9 +41,9 @@ def decided(plan, facts):
 def test_an_inventory_nic_wins_and_is_not_probed():
     c = cluster(2)
     c = type(c)(c.path, c.spec, (host("h0", 0, nic="ib0"), c.hosts[1]))
-    nics, _ = cluster_rules.choose_nics(plan_mod.make(c), {"h0": {"route": "x dev eth0"}, "h1": {"route": "x dev eth1"}})
+    nics, _ = cluster_rules.choose_nics(plan_mod.make(c), {"h0": host_facts(route="x dev eth0"), "h1": host_facts(route="x dev eth1")})
     assert nics == {"h1": "eth1"}
-    adjusted = decided(plan_mod.make(c), {"h0": {"route": "x dev eth0"}, "h1": {"route": "x dev eth1"}})
+    adjusted = decided(plan_mod.make(c), {"h0": host_facts(route="x dev eth0"), "h1": host_facts(route="x dev eth1")})
     assert adjusted.nic(c.hosts[0]) == "ib0" and adjusted.nic(c.hosts[1]) == "eth1"
 
 
@@ -60,19 +60,19 @@ def gpu_cluster(gpus: list, **spec):
 def test_sync_mode_refuses_different_replica_counts_naming_each_host():
     plan = plan_mod.make(gpu_cluster(["all", "all"]))
     with pytest.raises(ClusterNotReady, match="h0 8, h1 4"):
-        cluster_rules.equal_replicas(plan, {"h0": {"gpu_count": "8"}, "h1": {"gpu_count": "4"}})
-    assert cluster_rules.equal_replicas(plan, {"h0": {"gpu_count": "4"}, "h1": {"gpu_count": "4"}}) == {}
+        cluster_rules.equal_replicas(plan, {"h0": host_facts(gpu_count="8"), "h1": host_facts(gpu_count="4")})
+    assert cluster_rules.equal_replicas(plan, {"h0": host_facts(gpu_count="4"), "h1": host_facts(gpu_count="4")}) == {}
 
 
 def test_parallel_mode_has_no_replica_rule():
     plan = plan_mod.make(gpu_cluster(["all", "all"], train={"search": {"mode": "parallel"},
                                                             "candidates": ["small_cnn", "deep_cnn"]}))
-    assert cluster_rules.equal_replicas(plan, {"h0": {"gpu_count": "8"}, "h1": {"gpu_count": "4"}}) == {}
+    assert cluster_rules.equal_replicas(plan, {"h0": host_facts(gpu_count="8"), "h1": host_facts(gpu_count="4")}) == {}
 
 
 def test_gpus_per_host_min_gives_every_host_the_smallest_count():
     plan = plan_mod.make(gpu_cluster(["all", [0, 1, 2, 3], 2], gpus_per_host="min"))
-    facts = {"h0": {"gpu_count": "8"}, "h1": {"gpu_count": "8"}, "h2": {"gpu_count": "8"}}
+    facts = {"h0": host_facts(gpu_count="8"), "h1": host_facts(gpu_count="8"), "h2": host_facts(gpu_count="8")}
     assert cluster_rules.equal_replicas(plan, facts) == {"h0": 2, "h1": [0, 1]}
     adjusted = decided(plan, facts)
     from launcher.stages import render

@@ -5,7 +5,7 @@ import json
 
 from launcher import plan as plan_mod
 from launcher.stages import links
-from support.builders import cluster
+from support.builders import cluster, host_facts
 
 
 def test_a_closed_link_names_both_hosts_the_port_and_the_rule_that_opens_it():
@@ -19,9 +19,9 @@ def test_a_closed_link_names_both_hosts_the_port_and_the_rule_that_opens_it():
 
 
 def test_links_are_checked_only_for_hosts_that_train_together_and_are_not_running():
-    assert links.needed(plan_mod.make(cluster(2)), {"h0": {"own_running": "0"}, "h1": {"own_running": "0"}})
-    assert not links.needed(plan_mod.make(cluster(2)), {"h0": {"own_running": "1"}, "h1": {"own_running": "0"}})
-    assert not links.needed(plan_mod.make(cluster(1)), {"h0": {}})
+    assert links.needed(plan_mod.make(cluster(2)), {"h0": host_facts(own_running="0"), "h1": host_facts(own_running="0")})
+    assert not links.needed(plan_mod.make(cluster(2)), {"h0": host_facts(own_running="1"), "h1": host_facts(own_running="0")})
+    assert not links.needed(plan_mod.make(cluster(1)), {"h0": host_facts()})
 
 
 def test_the_matrix_shows_each_measured_link_and_the_ring_goes_at_the_slowest():

@@ -10,7 +10,7 @@ import pytest
 
 from launcher.errors import ClusterFailed, RemoteError
 from launcher.stages import up as up_mod
-from support.builders import cluster
+from support.builders import cluster, host_facts
 
 ORDER = ["leases", "preflight", "image.prepare", "leases.name_run", "push.claim", "image.provide",
          "dataset", "links", "push", "push.place_keys", "start"]
@@ -49,7 +49,7 @@ def stages(monkeypatch):
         finally:
             seen.append("leases.given_back_if_nothing_started")
 
-    facts = {"h0": {}, "h1": {}}
+    facts = {"h0": host_facts(), "h1": host_facts()}
     monkeypatch.setattr(up_mod, "Group", FakeGroup)
     monkeypatch.setattr(up_mod.dataset_source, "source_manifest", lambda *a: None)
     monkeypatch.setattr(up_mod.leases, "taken", taken)
@@ -110,7 +110,7 @@ def test_nothing_is_pushed_or_started_when_a_stage_before_refuses(stages, refusi
 def test_a_finished_run_never_collected_is_collected_before_the_new_one_starts(stages, monkeypatch):
     # The chief's bundle names a run that finished (its results say so): a new configuration's run,
     # or the same one again, is new; the finished one is brought back first, nothing of it left unseen.
-    facts = {"h0": {"run": "20261125-140233-3f2a1b2c", "run_config": "3f2a1b2c4d5e", "run_finished": "1"}, "h1": {}}
+    facts = {"h0": host_facts(run="20261125-140233-3f2a1b2c", run_config="3f2a1b2c4d5e", run_finished="1"), "h1": host_facts()}
     monkeypatch.setattr(up_mod.preflight, "check_cluster", lambda *a: (facts, SimpleNamespace(nics={}, gpu_overrides={})))
     earlier = []
     monkeypatch.setattr(up_mod, "collect_earlier", lambda group, plan, run, runs: (earlier.append((run, plan.run)),
