@@ -7,8 +7,6 @@
 """
 from __future__ import annotations
 
-import csv
-import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +18,9 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
 from launcher import runfiles  # noqa: E402
-from launcher.report import axes, values  # noqa: E402
+from launcher.report import axes, outcome, search as search_report, telemetry as telemetry_report, values  # noqa: E402
+from launcher.report.epochs import history, read_history  # noqa: E402
+from launcher.telemetry.live import trial_columns  # noqa: E402
 from launcher.text import one_line  # noqa: E402
 from trainer.spec import results  # noqa: E402  (the results.json owner)
 
@@ -36,58 +36,6 @@ class Report:
 def ranked(doc: dict) -> list[dict]:
     """The trials best first, by the results format's one rule (trainer/spec/results.py)."""
     return results.ranked(doc["candidates"])
-
-
-MAX_HISTORY = 64 << 20         # a history CSV of 100,000 epochs, with room
-ACCURACIES = ("accuracy", "val_accuracy")
-
-
-def history(folder: Path, record: dict) -> list[dict]:
-    """The trial's per-epoch rows, each checked (read_history)."""
-    return read_history(folder, record)[0]
-
-
-def read_history(folder: Path, record: dict) -> tuple[list[dict], str]:
-    """The trial's per-epoch rows as the trainer writes them (an epoch 1–100,000, accuracies 0–1
-    or NaN; a row that is not is left out), and a note on what was left out ("" when nothing).
-    The file is read as the run folder's files are (runfiles: no link, no FIFO, bounded)."""
-    rel = record.get("history")
-    if not rel:
-        return [], ""
-    try:
-        text = runfiles.read_text(Path(folder), rel, MAX_HISTORY)
-    except FileNotFoundError:
-        return [], ""
-    except runfiles.RunFileError as exc:        # named from the run folder: report.md is in it
-        return [], exc.line.replace(f"{folder}/", "")
-    except (OSError, ValueError) as exc:
-        return [], f"{rel}: not read ({exc})"
-    try:
-        found = list(csv.DictReader(io.StringIO(text)))
-    except csv.Error as exc:
-        return [], f"{rel}: not a CSV ({exc})"
-    rows = [row for row in found if not _row_problem(row)]
-    wrong = [problem for row in found if (problem := _row_problem(row))]
-    note = f"{rel}: {len(wrong)} of {len(found)} row(s) left out ({wrong[0]})" if wrong else ""
-    return rows, one_line(note, 300)
-
-
-def _row_problem(row: dict) -> str:
-    """Why a history row is not one the trainer writes ("" when it is)."""
-    try:
-        epoch = int(row.get("epoch") or "")
-    except ValueError:
-        return f"epoch {str(row.get('epoch'))[:20]!r} is not a whole number"
-    if not 1 <= epoch <= results.MAX_EPOCHS:
-        return f"epoch {epoch} is not 1–{results.MAX_EPOCHS:,}"
-    for key in ACCURACIES:
-        try:
-            value = float(row.get(key) or "")
-        except ValueError:
-            return f"{key} {str(row.get(key))[:20]!r} is not a number"
-        if not (math.isnan(value) or 0 <= value <= 1):
-            return f"{key} {value:g} is not an accuracy 0–1"
-    return ""
 
 
 COMPLETE, BEST, PRUNED = "#8ab17d", "#2a9d8f", "#c9c9c9"
@@ -197,7 +145,6 @@ def _save(fig, path: Path, layout: bool = True) -> Path:
 
 def markdown(doc: dict, rows: list[dict], pictures: list[Path], hardware_lines: list[str] = (),
              notes: list[str] = ()) -> str:
-    from launcher.telemetry.live import trial_columns
     hardware, figures = trial_columns(rows)      # GPU-hours, utilisation, energy, CPU-hours, when measured
     best = rows[0]
     lines = ["# tfcompose report", "",
@@ -218,7 +165,6 @@ def markdown(doc: dict, rows: list[dict], pictures: list[Path], hardware_lines: 
                      + "".join(f"{c} | " for c in more) + f"{_cell(r.get('host', ''))} |")
     lines.append("")
     if "search" in doc:
-        from launcher.report import search as search_report
         lines += search_report.markdown(doc)
     lines += list(hardware_lines)
     lines += (["## Notes", ""] + [f"- {_cell(n)}" for n in notes] + [""]) if notes else []
@@ -252,16 +198,13 @@ def write_report(folder: str | Path) -> Report:
     confusion = plot_confusion(rows[0], doc.get("class_names", []), folder, values.texts(rows)[0])
     pictures += [confusion] if confusion else []
     if "search" in doc:
-        from launcher.report import search as search_report
         pictures.append(search_report.plot_search(doc, folder, _save))
         effect = search_report.plot_parameters(doc, folder, _save)
         pictures += [effect] if effect else []
-    from launcher.report import telemetry as telemetry_report
     hardware_lines, hardware_pictures = telemetry_report.section(folder, doc, _save)   # telemetry/<host>.csv, if any
     pictures += hardware_pictures
     notes = [note for r in rows if (note := read_history(folder, r)[1])]     # history rows left out, and why
     text = markdown(doc, rows, pictures, hardware_lines, notes)
-    from launcher.report import outcome
     made = outcome.read(folder)
     if made is not None and made.failed:        # results of an earlier attempt: the run itself failed since
         text = f"**This run failed:** {made.message}\n\n" + text
@@ -286,7 +229,6 @@ def nothing_written(program: ProgramFiles) -> str:
 def write_outcome_only(folder: str | Path, program: Optional[ProgramFiles] = None) -> Path:
     """report.md of a run that left no results.json: how it ended (outcome.json) and where its logs
     are; for a `run:` program, what it left and, when nothing, where its files must go."""
-    from launcher.report import outcome
     folder = Path(folder)
     made = outcome.read(folder)
     state = made.state if made else "unknown"

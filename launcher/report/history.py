@@ -10,6 +10,7 @@ from typing import Optional
 
 from launcher import runfiles
 from launcher.report import outcome
+from launcher.report.epochs import history
 from launcher.text import one_line
 
 from trainer.spec import results
@@ -106,7 +107,6 @@ def resolve(runs_dir: Path, ref: str) -> Path:
 
 
 def best_curve(folder: Path, doc: dict) -> tuple[str, list[int], list[float]]:
-    from launcher.report.build import history
     best = results.best(doc["candidates"])
     rows = history(folder, best)
     return best["candidate"], [int(r["epoch"]) for r in rows], [float(r["val_accuracy"]) for r in rows]

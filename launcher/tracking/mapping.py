@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from launcher.report.epochs import history
 from launcher.text import one_line, printable
 
 PREFIX = "tfcompose."
@@ -245,5 +246,4 @@ def _user() -> str:
 
 def history_rows(folder: Path, record: dict) -> list[dict]:
     """The trial's history CSV rows (the report's reader: it checks them)."""
-    from launcher.report.build import history
     return history(folder, record)

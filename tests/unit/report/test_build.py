@@ -155,16 +155,16 @@ def test_a_run_whose_trials_were_lost_says_what_became_of_them_without_widening_
 
 def test_history_rows_no_trainer_writes_are_left_out_with_a_note_and_never_a_traceback(tmp_path):
     """#46: a history value of 1e308 once raised OverflowError in the axis limits."""
-    from launcher.report import build as report
+    from launcher.report.epochs import read_history
     folder = run_folder(tmp_path)
     (folder / "history" / f"{TRIALS[0]}.csv").write_text(
         "epoch,loss,accuracy,val_loss,val_accuracy\n1,1,0.4,1,1e308\n2,1,0.5,1,0.6\n3,1,inf,1,0.6\n")
     (folder / "history" / f"{TRIALS[1]}.csv").write_text(
         "epoch,loss,accuracy,val_loss,val_accuracy\n1,nan,nan,nan,nan\n1e400,1,0.5,1,0.5\n-3,1,0.5,1,0.5\n")
-    rows, note = report.read_history(folder, {"history": f"history/{TRIALS[0]}.csv"})
+    rows, note = read_history(folder, {"history": f"history/{TRIALS[0]}.csv"})
     assert [r["epoch"] for r in rows] == ["2"]
     assert note == f"history/{TRIALS[0]}.csv: 2 of 3 row(s) left out (val_accuracy 1e+308 is not an accuracy 0–1)"
-    rows, note = report.read_history(folder, {"history": f"history/{TRIALS[1]}.csv"})
+    rows, note = read_history(folder, {"history": f"history/{TRIALS[1]}.csv"})
     assert [r["epoch"] for r in rows] == ["1"] and "epoch '1e400' is not a whole number" in note   # NaN: no figure, kept
     made = write_report(folder)
     text = (folder / "report.md").read_text()
