@@ -215,18 +215,18 @@ def leases_table(states) -> Table:
 
 def leaderboard(run_dir: Path) -> Table | None:
     from launcher import runfiles
-    from launcher.report import build as report, values
+    from launcher.report import values
     from trainer.spec import results
     if not runfiles.is_file(run_dir, runfiles.RESULTS):
         return None
     try:
-        rows = report.ranked(runfiles.load_results(run_dir))
+        rows = results.ranked(runfiles.load_results(run_dir)["candidates"])
     except results.ResultsError:
         return None
     from launcher.telemetry.live import trial_columns
     hardware, figures = trial_columns(rows)         # GPU-hours, utilisation, energy, CPU-hours (telemetry)
     cells = [[i, r["candidate"], f"{r['val_accuracy']:.4f}", f"{r['val_loss']:.4f}", f"{r['train_seconds']:.1f}",
-              f"{r['images_per_second']:.0f}", f"{r['params']:,}", *more, r.get("host", ""), trial_state(r)]
+              f"{r['images_per_second']:.0f}", f"{r['params']:,}", *more, r.get("host", ""), values.state_text(r)]
              for (i, r), more in zip(enumerate(rows, start=1), figures)]
     columns = ["rank", "trial", "val_acc", "val_loss", "train s", "img/s", "params", *hardware, "host", "state"]
     searched = values.texts(rows)           # the values that won (and lost), beside each trial
@@ -237,18 +237,6 @@ def leaderboard(run_dir: Path) -> Table | None:
     kw = {c: {"justify": "left" if c in ("trial", "values", "host") else "right", "overflow": "fold",
               "min_width": 22 if c == "trial" else None} for c in columns}
     return table(f"leaderboard: {run_dir}", columns, cells, **kw)
-
-
-def trial_state(record: dict) -> str:
-    """`complete`, `pruned at 3`, `retried as …~r1`, `failed: …` (empty for a plain grid's trials)."""
-    state = record.get("state", "")
-    if state == "pruned" and isinstance(record.get("pruned_at_epoch"), int):
-        return f"pruned at {record['pruned_at_epoch']}"
-    if state == "retried" and isinstance(record.get("retried_as"), str):
-        return f"retried as {record['retried_as']}"
-    if state == "failed" and isinstance(record.get("why"), str):
-        return f"failed: {record['why'][:80]}"
-    return state
 
 
 def lost_trials(run_dir: Path) -> list[str]:

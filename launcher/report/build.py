@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from launcher import runfiles  # noqa: E402
 from launcher.report import axes, outcome, search as search_report, telemetry as telemetry_report, values  # noqa: E402
+from launcher.report.values import state_text  # noqa: E402
 from launcher.report.epochs import history, read_history  # noqa: E402
 from launcher.telemetry.live import trial_columns  # noqa: E402
 from launcher.text import one_line  # noqa: E402
@@ -175,19 +176,6 @@ def markdown(doc: dict, rows: list[dict], pictures: list[Path], hardware_lines: 
 def _cell(text) -> str:
     """A name in report.md: printable, one line, and no `|` to break the table."""
     return one_line(str(text), 200).replace("|", "/")
-
-
-def state_text(record: dict) -> str:
-    """`pruned at 3`, `retried as …~r1`, `failed`: what became of a trial not trained to the end."""
-    state = record.get("state", "complete")
-    if state == "pruned" and isinstance(record.get("pruned_at_epoch"), int):
-        return f"pruned at {record['pruned_at_epoch']}"
-    if state == "retried" and isinstance(record.get("retried_as"), str):
-        return f"retried as {record['retried_as']}"
-    if state == "failed" and isinstance(record.get("why"), str):
-        why = record["why"].splitlines()[0] if record["why"] else ""
-        return f"failed: {why[:60]}" + ("…" if len(why) > 60 else "")
-    return state
 
 
 def write_report(folder: str | Path) -> Report:

@@ -11,6 +11,7 @@ from typing import Optional
 from launcher import runfiles
 from launcher.report import outcome
 from launcher.report.epochs import history
+from launcher.report.values import state_text
 from launcher.text import one_line
 
 from trainer.spec import results
@@ -150,8 +151,7 @@ def compare_picture(folders: list[Path], out: Path) -> Path:
 
 def leaderboards(folders: list[Path]) -> tuple[list[str], list[list[str]]]:
     """Columns: one per run; rows: rank 1, 2, … with `trial val_accuracy` in each cell."""
-    from launcher.report.build import ranked, state_text
-    boards = [ranked(runfiles.load_results(f)) for f in folders]
+    boards = [results.ranked(runfiles.load_results(f)["candidates"]) for f in folders]
     rows = []
 
     def cell(record: dict) -> str:       # a trial not trained to the end says what became of it

@@ -120,3 +120,18 @@ def spec_text(spec) -> str:
         return shown[0] if len(shown) == 1 else "one of " + ", ".join(shown)
     low, high = spec.bounds
     return f"{spec.kind} " + " … ".join(same_form([low, high]))
+
+
+def state_text(record: dict, limit: int = 80) -> str:
+    """What became of a trial, one way for the terminal, report.md and `compare` alike: `complete`,
+    `pruned at 3`, `retried as …~r1`, `failed: <why's first line>` ("" when the record says no state:
+    a plain grid's trial)."""
+    state = record.get("state", "")
+    if state == "pruned" and isinstance(record.get("pruned_at_epoch"), int):
+        return f"pruned at {record['pruned_at_epoch']}"
+    if state == "retried" and isinstance(record.get("retried_as"), str):
+        return printable(f"retried as {record['retried_as']}")
+    if state == "failed" and isinstance(record.get("why"), str):
+        why = record["why"].splitlines()[0] if record["why"] else ""
+        return printable(f"failed: {why[:limit]}" + ("…" if len(why) > limit else ""))
+    return state if isinstance(state, str) else ""

@@ -51,3 +51,13 @@ def test_the_space_validate_echoes_names_sampler_trials_pruner_rungs_mode_and_ra
                          "  deep_cnn: width one of 32, 64, 128"]
     grid = values.space_lines(TrainConfig.model_validate({"search": {"learning_rates": [0.01, 0.001]}}))
     assert "grid: 2 trial(s), every combination in order" in grid[0] and "pruner none" in grid[2]
+
+
+def test_what_became_of_a_trial_reads_alike_everywhere():
+    from launcher.report.values import state_text
+    why = "on h1: width 1000 is more than this model takes\nTraceback (most recent call last): …"
+    assert state_text({"state": "failed", "why": why}) == "failed: on h1: width 1000 is more than this model takes"
+    assert state_text({"state": "failed", "why": "x" * 100}, limit=10) == "failed: " + "x" * 10 + "…"
+    assert state_text({"state": "pruned", "pruned_at_epoch": 3}) == "pruned at 3"
+    assert state_text({"state": "retried", "retried_as": "a~r1\x1b[31m"}) == "retried as a~r1"   # a host's text, made printable
+    assert state_text({"state": "complete"}) == "complete" and state_text({}) == ""
