@@ -178,19 +178,39 @@ def search_in_parallel(cfg: TrainConfig, info: ClusterInfo, strategy, data):
 def run(cfg: TrainConfig, info: ClusterInfo) -> int:
     # Imported here: TensorFlow takes seconds to import, bad input should not wait for it.
     log(f"[{info.task_name}] importing TensorFlow")
-    from trainer.train import data as data_mod, models
-    from trainer.cluster import strategy as strategy_mod
-    from trainer.spec.results import leaderboard, results_doc, write_json_atomic
-    from trainer.train.trial import remove_backups
     from trainer.train import mlflow_model
+    from trainer.train.trial import remove_backups
     mlflow_model.prepare(log)       # with `tracking:`: MLflow imported now, not when the best model is saved
 
     started = dt.datetime.now(dt.timezone.utc)
     chief = is_chief(info)
+    check_candidates(cfg)
+    strategy = form_cluster(cfg, info, chief)
+    data = load_data(cfg, info)
+    if chief:
+        write_hparams_experiment(cfg, info)
+    state, records, search, writer, every_host = search_with(cfg, info, strategy, data, chief)
+    if writer and not (records if records is not None else state.done):
+        log(f"[{info.task_name}] no trial was trained to the end; no results.json")
+    elif writer:
+        write_results(cfg, info, (state, records, search, every_host), strategy.num_replicas_in_sync, data, started)
+    remove_backups(cfg, info.task_name)
+    leave(strategy, info, chief)
+    return int(ExitCode.OK)
+
+
+def check_candidates(cfg: TrainConfig) -> None:
+    """Unknown candidates, and arguments a builder does not take, fail before the cluster forms."""
+    from trainer.train import models
     for name in cfg.candidates:
-        models.resolve(name)  # unknown candidates fail before the cluster forms
+        models.resolve(name)
     for candidate, values in cfg.search.hyperparameters.items():
-        models.check_hyperparameters(candidate, values)   # so does an argument a builder does not take
+        models.check_hyperparameters(candidate, values)
+
+
+def form_cluster(cfg: TrainConfig, info: ClusterInfo, chief: bool):
+    """The strategy (MWMS under the join watchdog, or one host's own), said in one line."""
+    from trainer.cluster import strategy as strategy_mod
     gpus = strategy_mod.check_gpus(os.environ.get("TFC_EXPECT_GPUS"))
     if not gpus:        # said in the kit's words; TensorFlow's own CUDA lines are filtered (trainer/quiet.py)
         log(f"[{info.task_name}] no GPU on this host: training on CPU")
@@ -202,6 +222,11 @@ def run(cfg: TrainConfig, info: ClusterInfo) -> int:
     else:
         log(f"[{info.task_name}] cluster ready: {info.num_workers or 1} worker(s), {replicas} replica(s), "
             f"{'chief' if chief else 'worker'}; global batch {cfg.batch_per_replica * replicas}")
+    return strategy
+
+
+def load_data(cfg: TrainConfig, info: ClusterInfo):
+    from trainer.train import data as data_mod, models
     data = data_mod.load(cfg.dataset, cfg.seed)
     models.check_min_size(cfg.candidates, data.input_shape)
     log(f"[{info.task_name}] data: {data.train_count} training and {data.val_count} validation images, "
@@ -209,28 +234,35 @@ def run(cfg: TrainConfig, info: ClusterInfo) -> int:
     if data.skipped:
         log(f"[{info.task_name}] data: skipped {len(data.skipped)} file(s) that cannot be decoded: "
             + ", ".join(data.skipped[:10]) + (" …" if len(data.skipped) > 10 else ""))
-    if chief:
-        from trainer.train import hparams
-        try:
-            hparams.write_experiment(cfg, Path(cfg.results_dir) / "tensorboard")
-        except (TypeError, ValueError) as exc:     # a nicety: the search goes on without its dashboard
-            log(f"[{info.task_name}] TensorBoard's HParams dashboard not written: {exc}")
-    state, records, search, writer, every_host = search_with(cfg, info, strategy, data, chief)
-    if writer and not (records if records is not None else state.done):
-        log(f"[{info.task_name}] no trial was trained to the end; no results.json")
-    elif writer:
-        workers = len(search.get("hosts", [])) if cfg.search.mode == "parallel" else info.num_workers or 1
-        doc = results_doc(state, workers, replicas, data, started, cfg.search.mode, cfg.precision, records,
-                          search or None)
-        doc.update(every_host)      # parallel: replicas summed, restarts the most, where each trial ran
-        write_json_atomic(Path(cfg.results_dir) / "results.json", doc)
-        log("\n" + leaderboard(doc["candidates"]))
-        log(f"best: {doc['best']['candidate']} (val_accuracy {doc['best']['val_accuracy']:.4f}); "
-            f"results in {cfg.results_dir}")
-    remove_backups(cfg, info.task_name)
-    # The others wait here while the chief writes: no container exits before the results exist.
+    return data
+
+
+def write_hparams_experiment(cfg: TrainConfig, info: ClusterInfo) -> None:
+    from trainer.train import hparams
+    try:
+        hparams.write_experiment(cfg, Path(cfg.results_dir) / "tensorboard")
+    except (TypeError, ValueError) as exc:     # a nicety: the search goes on without its dashboard
+        log(f"[{info.task_name}] TensorBoard's HParams dashboard not written: {exc}")
+
+
+def write_results(cfg: TrainConfig, info: ClusterInfo, found: tuple, replicas: int, data, started) -> None:
+    """results.json (the chief's, or each parallel host's own), and the leaderboard in the log."""
+    from trainer.spec.results import leaderboard, results_doc, write_json_atomic
+    state, records, search, every_host = found
+    workers = len(search.get("hosts", [])) if cfg.search.mode == "parallel" else info.num_workers or 1
+    doc = results_doc(state, workers, replicas, data, started, cfg.search.mode, cfg.precision, records, search or None)
+    doc.update(every_host)      # parallel: replicas summed, restarts the most, where each trial ran
+    write_json_atomic(Path(cfg.results_dir) / "results.json", doc)
+    log("\n" + leaderboard(doc["candidates"]))
+    log(f"best: {doc['best']['candidate']} (val_accuracy {doc['best']['val_accuracy']:.4f}); "
+        f"results in {cfg.results_dir}")
+
+
+def leave(strategy, info: ClusterInfo, chief: bool) -> None:
+    """The others wait here while the chief writes (no container exits before the results exist),
+    and a worker leaves after its chief (see watchdog.wait_until_gone)."""
+    from trainer.cluster import strategy as strategy_mod
     strategy_mod.barrier(strategy)
     if info.is_multi_worker and not chief:      # (parallel mode has no TF_CONFIG cluster: refused in main)
         from trainer.cluster.watchdog import wait_until_gone
-        wait_until_gone(info.tasks()[0][1])     # and the chief leaves first (see wait_until_gone)
-    return int(ExitCode.OK)
+        wait_until_gone(info.tasks()[0][1])
