@@ -13,6 +13,7 @@ from typing import Optional
 from launcher.text import one_line
 
 MAX_VALUE = 300             # characters kept of one value (an error line, a route)
+LONG_VALUES = {"runtimes": 64 << 10}    # Docker's runtimes JSON: newer engines add each one's features, KBs
 MAX_LINES = 200             # lines read of the answer (the probe says about twenty)
 KEY = re.compile(r"^[a-z_]{1,32}$")
 
@@ -50,7 +51,7 @@ def parse(text: str) -> HostFacts:
     for line in text.splitlines()[:MAX_LINES]:
         key, sep, value = line.partition("=")
         if sep and KEY.match(key) and key not in said:
-            said[key] = one_line(value, MAX_VALUE) if value else ""
+            said[key] = one_line(value, LONG_VALUES.get(key, MAX_VALUE)) if value else ""
     text_of = lambda key, default="": said.get(key, default)  # noqa: E731
     return HostFacts(
         said=tuple(said), complete=said.get("end") == "ok", docker=text_of("docker"), runtimes=text_of("runtimes"),

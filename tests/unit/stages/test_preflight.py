@@ -80,3 +80,11 @@ def test_a_hosts_answer_is_read_into_checked_fields_whatever_it_says():
     assert (said.gpu_count, said.free_kb, said.clock) == (0, None, None)       # not numbers: unknown
     assert "\x1b" not in said.route and len(said.said) < 20
 
+
+def test_a_long_runtimes_answer_still_finds_nvidia():
+    # Newer Docker engines print each runtime's features: the list runs to kilobytes.
+    runtimes = '{"io.containerd.runc.v2":{"path":"runc","status":{"features":"' + "x" * 5000 + '"}},"nvidia":{}}'
+    problems, _ = preflight.judge(host("a", gpus="all"), host_facts(**{**GOOD, "runtimes": runtimes, "gpu_count": "1"}),
+                                  1000.0)
+    assert problems == []
+
