@@ -266,13 +266,20 @@ TRIALS_EVERY_STATE = {"dataset": {"kind": "synthetic", "image_size": [16, 16], "
 STATUS = {"complete": "FINISHED", "pruned": "FINISHED", "failed": "FAILED", "retried": "KILLED"}
 
 
+def containers_of(name: str, host: int) -> list[str]:
+    return subprocess.run(["docker", "ps", "-q", "--filter", f"label=tfcompose.cluster={name}",
+                           "--filter", f"label=tfcompose.host=h{host}"], capture_output=True, text=True).stdout.split()
+
+
 def kill_mid_trial(hosts, name: str, host: int, up: CliProcess, seconds: float = 600) -> None:
     """Kill the host's container while it trains a trial with epochs still to go: its own progress
-    file mid-trial, and the chief's queue naming that trial as the host's. The container is held to
-    a fraction of a CPU from its start, so that its epochs last long enough to be caught (a tiny
-    epoch takes a few milliseconds), and no decision (ASHA's, at min_epochs 2) ends its trial first."""
+    file mid-trial, and the chief's queue naming that trial as the host's. Every container is held
+    to a fraction of a CPU from its start, so that the host's epochs last long enough to be caught
+    (a tiny epoch takes a few milliseconds) and no decision (ASHA's, at min_epochs 2) ends its trial
+    first; the chief alike until then (at full speed it once trained all four trials while the
+    other host was still importing TensorFlow), and at full speed after."""
     deadline = time.monotonic() + seconds
-    throttled = False
+    throttled: set[int] = set()
     while time.monotonic() < deadline:
         assert up.proc.poll() is None, up.output
         mine, chiefs = run_results(hosts[host].workdir / name), run_results(hosts[0].workdir / name)
@@ -280,16 +287,14 @@ def kill_mid_trial(hosts, name: str, host: int, up: CliProcess, seconds: float =
         search = chiefs / "search-progress.json" if chiefs else None
         queue = json.loads(search.read_text()) if search and search.is_file() else {}
         said = queue.get("hosts", {}).get(f"h{host}", {})
-        if not throttled:
-            ids = subprocess.run(["docker", "ps", "-q", "--filter", f"label=tfcompose.cluster={name}",
-                                  "--filter", f"label=tfcompose.host=h{host}"], capture_output=True, text=True).stdout.split()
-            throttled = bool(ids) and subprocess.run(["docker", "update", "--cpus", "0.3", *ids],
-                                                     capture_output=True).returncode == 0
+        for each in {0, host} - throttled:
+            ids = containers_of(name, each)
+            if ids and subprocess.run(["docker", "update", "--cpus", "0.3", *ids], capture_output=True).returncode == 0:
+                throttled.add(each)
         if doc and 1 <= doc["epoch"] <= doc["epochs"] - 2 and not doc["done"] and said.get("trial") == doc["trial"] \
                 and said.get("state") == "training":
-            ids = subprocess.run(["docker", "ps", "-q", "--filter", f"label=tfcompose.cluster={name}",
-                                  "--filter", f"label=tfcompose.host=h{host}"], capture_output=True, text=True).stdout.split()
-            subprocess.run(["docker", "kill", *ids], check=True, capture_output=True)
+            subprocess.run(["docker", "kill", *containers_of(name, host)], check=True, capture_output=True)
+            subprocess.run(["docker", "update", "--cpus", "0", *containers_of(name, 0)], capture_output=True)
             return
         time.sleep(0.2)
     raise AssertionError(f"h{host} never got into a trial:\n{up.output[-4000:]}")
