@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Optional
 
 from trainer.spec import results, space
-from trainer.spec.config import Range, TrainConfig
+from trainer.spec.config import PRUNERS, SAMPLERS, Range, TrainConfig
 from trainer.spec.errors import ClusterError
 from trainer.spec.trials import Trial
 
@@ -45,7 +45,7 @@ RESAMPLES = 8
 ENUMERABLE = 100_000     # a countable space up to this size is listed to find an untried point
 # What a search's figures depend on: a study made for other values is not resumed.
 SEARCHED = ("candidates", "epochs", "learning_rate", "batch_per_replica", "seed", "dataset", "weights", "precision")
-TRANSPORT = {"mode", "queue", "port", "lost_after_s", "only", "hosts", "addresses", "key_file"}
+TRANSPORT = {"mode", "queue", "port", "lost_after_s", "hosts", "addresses", "key_file"}
 
 
 class StudyDamaged(ClusterError):
@@ -59,23 +59,31 @@ def fingerprint(cfg: TrainConfig) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
 
+# The registries: each name the config allows (trainer/spec/config.py's SAMPLERS, PRUNERS) → how
+# Optuna makes it. A new sampler or pruner is one name there and one line here.
+SAMPLER = {
+    "grid": lambda optuna, cfg, seed: optuna.samplers.RandomSampler(seed=seed),   # the points are enqueued, asked in order
+    "random": lambda optuna, cfg, seed: optuna.samplers.RandomSampler(seed=seed),
+    "tpe": lambda optuna, cfg, seed: optuna.samplers.TPESampler(seed=seed),
+}
+PRUNER = {
+    "none": lambda optuna, cfg: optuna.pruners.NopPruner(),
+    "asha": lambda optuna, cfg: optuna.pruners.SuccessiveHalvingPruner(
+        min_resource=cfg.search.min_epochs, reduction_factor=cfg.search.reduction_factor),
+    "hyperband": lambda optuna, cfg: optuna.pruners.HyperbandPruner(
+        min_resource=cfg.search.min_epochs, max_resource=space.max_epochs(cfg), reduction_factor=cfg.search.reduction_factor),
+}
+assert set(SAMPLER) == set(SAMPLERS) and set(PRUNER) == set(PRUNERS), "the config's names and the registries differ"
+
+
 def sampler(cfg: TrainConfig, seed: int):
     import optuna
-    if cfg.search.sampler == "tpe":
-        return optuna.samplers.TPESampler(seed=seed)
-    return optuna.samplers.RandomSampler(seed=seed)   # a grid's points are enqueued: each is asked in order
+    return SAMPLER[cfg.search.sampler](optuna, cfg, seed)
 
 
 def pruner(cfg: TrainConfig):
     import optuna
-    search = cfg.search
-    if search.pruner == "asha":
-        return optuna.pruners.SuccessiveHalvingPruner(min_resource=search.min_epochs,
-                                                      reduction_factor=search.reduction_factor)
-    if search.pruner == "hyperband":
-        return optuna.pruners.HyperbandPruner(min_resource=search.min_epochs, max_resource=space.max_epochs(cfg),
-                                              reduction_factor=search.reduction_factor)
-    return optuna.pruners.NopPruner()
+    return PRUNER[cfg.search.pruner](optuna, cfg)
 
 
 def _key(candidate: str, name: str) -> str:

@@ -109,11 +109,21 @@ PARAM = ("a list of values to choose from (finite numbers within ±1e15, or word
 Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=64)]
 
 
+SAMPLERS = ("grid", "random", "tpe")        # trainer/search/study.py makes each (its SAMPLER registry)
+PRUNERS = ("none", "asha", "hyperband")      # and each of these (PRUNER)
+
+
+def choices(names: tuple[str, ...]) -> str:
+    """`'a', 'b' or 'c'`: what an error message says a field expects."""
+    quoted = [f"'{name}'" for name in names]
+    return ", ".join(quoted[:-1]) + f" or {quoted[-1]}" if len(quoted) > 1 else quoted[0]
+
+
 class SearchConfig(_Strict):
     mode: Literal["sync", "parallel"] = field("sync", expected="'sync' or 'parallel'")
     """sync: every trial trained by all workers together. parallel: the hosts take trials from a queue on the chief
     one at a time, each host training its trial alone."""
-    sampler: Literal["grid", "random", "tpe"] = field("grid", expected="'grid', 'random' or 'tpe'")
+    sampler: Literal[SAMPLERS] = field("grid", expected=choices(SAMPLERS))
     """grid: every combination of the lists below, in order (the default; names like `small_cnn@lr=0.01,bs=16`).
     random or tpe (Optuna's Bayesian sampler): `trials` draws from the lists and ranges."""
     trials: Optional[StrictIntT] = field(None, expected="an integer 1–10000", ge=1, le=10_000)
@@ -135,7 +145,7 @@ class SearchConfig(_Strict):
     or a range each."""
     patience: Optional[StrictIntT] = field(None, expected="an integer ≥ 1", ge=1, le=100_000)
     """Stop a trial after this many epochs without a better val_accuracy (best weights kept)."""
-    pruner: Literal["none", "asha", "hyperband"] = field("none", expected="'none', 'asha' or 'hyperband'")
+    pruner: Literal[PRUNERS] = field("none", expected=choices(PRUNERS))
     """Stop trials that fall behind: asha (successive halving, asynchronous) or hyperband, judged on val_accuracy
     after min_epochs, min_epochs × reduction_factor, … epochs."""
     min_epochs: StrictIntT = field(1, expected="an integer ≥ 1", ge=1, le=100_000)
