@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from launcher.errors import InventoryError
+from trainer.spec.config import ElasticRun, Reform
 from launcher.files import CHUNK
 from launcher.inventory.model import Cluster, Host
 
@@ -41,6 +42,8 @@ class Plan:
     gpu_overrides: dict[str, Any] = field(default_factory=dict)
     # The slowest host-to-host link preflight measured (Mbit/s): `allreduce: auto` weighs it.
     link_mbit_s: Optional[float] = None
+    # Under the inventory's `elastic:`: the batch policy, the hosts at the start, the re-forms so far.
+    elastic: Optional[ElasticRun] = None
 
     @property
     def run(self) -> str:
@@ -68,6 +71,8 @@ class Plan:
                 "queue": self.queue_for(host), "hosts": [h.name for h in self.cluster.hosts] if chief else None,
                 "addresses": {h.name: h.address for h in self.cluster.hosts} if chief else None,
                 "key_file": QUEUE_KEY_IN_CONTAINER})
+        if self.elastic is not None:
+            update["elastic"] = self.elastic
         if cfg.allreduce.auto and cfg.allreduce.link_mbit_s is None and self.link_mbit_s is not None:
             update["allreduce"] = cfg.allreduce.model_copy(update={"link_mbit_s": self.link_mbit_s})
         return cfg.model_copy(update=update) if update else cfg
@@ -98,9 +103,11 @@ QUEUE_KEY_IN_CONTAINER = "/config/queue.key"
 def make(cluster: Cluster) -> Plan:
     code = code_hash(cluster.code_dir)
     parallel = cluster.spec.run is None and cluster.spec.train_or_defaults.search.mode == "parallel"
+    elastic = cluster.spec.elastic
     return Plan(cluster=cluster, code_hash=code, config_id=config_id(cluster, code),
                 container_image=container_image(cluster.spec.image, code if cluster.spec.run else None),
-                parallel=parallel)
+                parallel=parallel, elastic=None if elastic is None or cluster.spec.run is not None else
+                ElasticRun(batch=elastic.batch, workers_at_start=len(cluster.hosts)))
 
 
 def complete(plan: Plan, nics: dict[str, str], gpu_overrides: dict[str, Any], image_id: str = "",
@@ -109,6 +116,16 @@ def complete(plan: Plan, nics: dict[str, str], gpu_overrides: dict[str, Any], im
     dataset_source is then another configuration (a new run, new containers), as a changed inventory is."""
     return replace(plan, nics=nics, gpu_overrides=gpu_overrides,
                    config_id=config_id(plan.cluster, plan.code_hash, image=image_id, data=dataset_digest))
+
+
+def reformed(plan: Plan, lost: list[str], record: Reform) -> Plan:
+    """An elastic run's next generation: the hosts left, renumbered in their order (the chief
+    first), on TensorFlow ports one higher (an old member that wakes with its old TF_CONFIG
+    cannot join), with the re-form told to the trainer (results.json keeps it)."""
+    kept = [h for h in plan.cluster.hosts if h.name not in lost]
+    hosts = tuple(replace(h, index=i, chief=i == 0, tf_port=h.tf_port + 1) for i, h in enumerate(kept))
+    elastic = plan.elastic.model_copy(update={"reforms": [*plan.elastic.reforms, record]})
+    return replace(plan, cluster=replace(plan.cluster, hosts=hosts), elastic=elastic)
 
 
 def named(plan: Plan, run: str) -> Plan:
@@ -128,12 +145,17 @@ def measured(plan: Plan, link_mbit_s: Optional[float]) -> Plan:
 # whether the trainer writes its best model in MLflow format counts, and only when it does. What the
 # launcher samples while it watches (telemetry) is not what runs either.
 NOT_IN_CONFIG = {"image_relay": True, "telemetry": True, "bootstrap": True, "ssh": {"proxy_jump", "lost_after_s"}, "defaults": {"lease_dir"},
+                 "elastic": {"min_hosts", "lost_after_s"},       # when the launcher re-forms, not what the hosts run
                  "hosts": {"__all__": {"proxy_jump", "lease_dir"}}, "tracking": True}
 HOST_NOT_IN_CONFIG = ("jumps", "proxy_command", "lease_dir")   # left out, so an id made before they existed holds
 
 
 def config_id(cluster: Cluster, code: str, **contents: str) -> str:
-    doc = {"spec": cluster.spec.model_dump(mode="json", exclude=NOT_IN_CONFIG), "code": code,
+    spec = cluster.spec.model_dump(mode="json", exclude=NOT_IN_CONFIG)
+    for section in (spec, spec.get("train") or {}):     # unset, a key added later keeps the ids made before it
+        if section.get("elastic", 0) is None:
+            del section["elastic"]
+    doc = {"spec": spec, "code": code,
            "hosts": [{k: v for k, v in vars(h).items() if k not in HOST_NOT_IN_CONFIG} | {"identity_file": None}
                      for h in cluster.hosts]}
     doc.update({k: v for k, v in contents.items() if v})

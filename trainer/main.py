@@ -186,6 +186,8 @@ def run(cfg: TrainConfig, info: ClusterInfo) -> int:
     chief = is_chief(info)
     check_candidates(cfg)
     strategy = form_cluster(cfg, info, chief)
+    if chief and cfg.elastic is not None:
+        adopt_chief_state(cfg, info)
     data = load_data(cfg, info)
     if chief:
         write_hparams_experiment(cfg, info)
@@ -220,9 +222,32 @@ def form_cluster(cfg: TrainConfig, info: ClusterInfo, chief: bool):
         log(f"[{info.task_name}] parallel search: this host trains its own trials alone, {replicas} replica(s)"
             + ("; it serves the trial queue" if cfg.search.queue in (None, "serve") else ""))
     else:
+        from trainer.cluster.elastic import batch_and_rate
+        global_batch, _ = batch_and_rate(cfg.batch_per_replica, cfg.learning_rate, replicas,
+                                         info.num_workers or 1, cfg.elastic)
         log(f"[{info.task_name}] cluster ready: {info.num_workers or 1} worker(s), {replicas} replica(s), "
-            f"{'chief' if chief else 'worker'}; global batch {cfg.batch_per_replica * replicas}")
+            f"{'chief' if chief else 'worker'}; global batch {global_batch}" + elastic_line(cfg))
     return strategy
+
+
+def adopt_chief_state(cfg: TrainConfig, info: ClusterInfo) -> None:
+    """A host made chief by an elastic re-form takes the state the lost chief mirrored to it (its
+    study, history and best model) before anything opens them."""
+    from trainer.train import mirror
+    from trainer.train.trial import backup_root, own_name
+    said = mirror.adopt(backup_root(cfg, info.task_name), Path(cfg.results_dir), own_name(info.task_name))
+    if said is not None:
+        log(f"[{info.task_name}] chief now: took {str(said.get('host'))[:40]}'s state as mirrored after "
+            f"{str(said.get('trial'))[:200]} epoch {str(said.get('epoch'))[:10]} (its study, history and best model)")
+
+
+def elastic_line(cfg: TrainConfig) -> str:
+    """An elastic run's generation, said beside the cluster's size."""
+    if cfg.elastic is None or not cfg.elastic.reforms:
+        return ""
+    last = cfg.elastic.reforms[-1]
+    return (f"; generation {last.generation} (re-formed without {', '.join(last.lost)}; "
+            f"elastic.batch {cfg.elastic.batch})")
 
 
 def load_data(cfg: TrainConfig, info: ClusterInfo):
@@ -250,7 +275,9 @@ def write_results(cfg: TrainConfig, info: ClusterInfo, found: tuple, replicas: i
     from trainer.spec.results import leaderboard, results_doc, write_json_atomic
     state, records, search, every_host = found
     workers = len(search.get("hosts", [])) if cfg.search.mode == "parallel" else info.num_workers or 1
-    doc = results_doc(state, workers, replicas, data, started, cfg.search.mode, cfg.precision, records, search or None)
+    elastic = cfg.elastic.model_dump(mode="json") if cfg.elastic is not None and cfg.elastic.reforms else None
+    doc = results_doc(state, workers, replicas, data, started, cfg.search.mode, cfg.precision, records, search or None,
+                      elastic)
     doc.update(every_host)      # parallel: replicas summed, restarts the most, where each trial ran
     write_json_atomic(Path(cfg.results_dir) / "results.json", doc)
     log("\n" + leaderboard(doc["candidates"]))

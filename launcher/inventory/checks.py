@@ -40,7 +40,7 @@ def names_and_chiefs(hosts: Any) -> list[Problem]:
 def cross_checks(cluster: Cluster) -> list[Problem]:
     return (_port_checks(cluster) + _loopback_checks(cluster) + _file_checks(cluster) + _run_checks(cluster)
             + _parallel_checks(cluster) + _folder_checks(cluster) + _dataset_checks(cluster) + _search_checks(cluster)
-            + _bootstrap_checks(cluster))
+            + _bootstrap_checks(cluster) + _elastic_checks(cluster))
 
 
 def bootstrap_debs(cluster: Cluster) -> list[Path]:
@@ -148,6 +148,47 @@ def _parallel_checks(cluster: Cluster) -> list[Problem]:
                                 "fewer seconds than the trial queue's own timeout, so that a silent host's trial is "
                                 "handed on by the launcher first"))
     return problems
+
+
+def _elastic_checks(cluster: Cluster) -> list[Problem]:
+    """`elastic:` re-forms the built-in trainer's sync run (a parallel search goes on without a host by itself; a
+    `run:` program keeps no backups the launcher knows), never below one host, and under keep_global with a global
+    batch every allowed cluster size divides."""
+    elastic, spec = cluster.spec.elastic, cluster.spec
+    if spec.train is not None and spec.train.elastic is not None:
+        return [Problem(("train", "elastic"), "Received a value", "nothing: `up` writes it from the inventory's "
+                        "elastic: section")]
+    if elastic is None:
+        return []
+    if spec.run is not None or spec.train_or_defaults.search.mode == "parallel":
+        what = "run:" if spec.run is not None else "search.mode parallel"
+        return [Problem(("elastic",), f"Received elastic with {what}", "elastic only for the trainer's sync runs "
+                        "(a parallel search already goes on without a lost host)")]
+    hosts = len(cluster.hosts)
+    if elastic.min_hosts >= hosts:
+        fewer = f"fewer hosts than the inventory lists (1–{hosts - 1})" if hosts > 1 else "two hosts or more"
+        return [Problem(("elastic", "min_hosts"), f"Received {elastic.min_hosts} with {hosts} host(s)",
+                        f"{fewer}, or no elastic section")]
+    if elastic.batch == "keep_global":
+        return _global_batch_checks(cluster, elastic.min_hosts, hosts)
+    return []
+
+
+def _global_batch_checks(cluster: Cluster, least: int, hosts: int) -> list[Problem]:
+    """keep_global: each batch_per_replica × hosts divides by every cluster size from min_hosts up (hosts train
+    with equal replicas each, gpus_per_host)."""
+    train = cluster.spec.train_or_defaults
+    searched = train.search.batch_per_replica
+    # a range is drawn from: the trainer refuses a drawn value that does not divide, when it is drawn
+    batches = searched if isinstance(searched, list) else [train.batch_per_replica] if searched is None else []
+    for batch in batches:
+        bad = [k for k in range(least, hosts) if (batch * hosts) % k]
+        if bad:
+            return [Problem(("elastic", "batch"), f"Received keep_global with batch_per_replica {batch}: its global "
+                            f"batch {batch * hosts} does not divide among {bad[0]} host(s)",
+                            "a batch_per_replica whose global batch every cluster size from min_hosts up divides, "
+                            "a larger min_hosts, or elastic.batch: keep_per_replica")]
+    return []
 
 
 def _run_checks(cluster: Cluster) -> list[Problem]:

@@ -269,6 +269,19 @@ class TelemetrySettings(_Strict):
     """How long a condition (an idle GPU, an input-bound host, a straggler) must last before a warning."""
 
 
+class ElasticSettings(_Strict):
+    min_hosts: StrictIntT = field(1, expected="an integer 1–256", ge=1, le=256)
+    """A sync run goes on without a host lost for good while at least this many hosts remain (else it stops, its
+    backups kept, and the next `up --wait` resumes it)."""
+    lost_after_s: StrictFloatT = field(45.0, expected="a number of seconds 5–3600", ge=5, le=3600)
+    """A host whose trainer is gone and which stays silent (or keeps failing) this long is lost for good: the others
+    re-form without it, from the last backed-up epoch."""
+    batch: Literal["keep_global", "keep_per_replica"] = field("keep_global", expected="'keep_global' or 'keep_per_replica'")
+    """keep_global: each replica takes a larger share so the global batch, steps per epoch and schedules stay the
+    same (the global batch must divide among every allowed cluster size); keep_per_replica: the global batch shrinks
+    with the cluster and the learning rate scales with it."""
+
+
 # The releases `tfcompose bootstrap` knows (launcher/bootstrap/facts.py reads them off a host).
 RELEASES = ("debian-12", "ubuntu-22.04", "ubuntu-24.04")
 Release = Literal["debian-12", "ubuntu-22.04", "ubuntu-24.04"]
@@ -335,6 +348,8 @@ class Inventory(_Strict):
     """Like on_finish, for a run that failed."""
     tracking: Optional[Tracking] = field(None, expected="a mapping with mlflow: {uri, experiment, register_as}")
     """Experiment tracking on this machine's side (the hosts never reach the tracker): README "Tracking"."""
+    elastic: Optional[ElasticSettings] = field(None, expected="a mapping with min_hosts, lost_after_s and batch")
+    """A sync run that survives losing a host for good: the others re-form without it (docs: "Losing a host")."""
     telemetry: TelemetrySettings = field(TelemetrySettings(), expected="a mapping")
     """Hardware telemetry while the cluster trains (README: "Is the hardware busy?")."""
     bootstrap: BootstrapSettings = field(BootstrapSettings(), expected="a mapping")

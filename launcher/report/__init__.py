@@ -4,6 +4,7 @@ where it draws).
 
     build.py      report.md, the leaderboard, the curves and the confusion matrix
     search.py     the part for a search the study drove (sampler, pruner: its rungs, its picture)
+    elastic.py    an elastic run's re-forms: a section, and a mark on the curves where the cluster changed
     telemetry.py  the hardware part: each host's figures, the warnings replayed, telemetry.png
     epochs.py     a trial's history CSV read and checked (no matplotlib: the tracking mapping reads it too)
     history.py    every run of a cluster (`runs`) and two runs side by side (`compare`)

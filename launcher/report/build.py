@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from launcher import runfiles  # noqa: E402
 from launcher.report import axes, outcome, search as search_report, telemetry as telemetry_report, values  # noqa: E402
+from launcher.report import elastic as elastic_report  # noqa: E402
 from launcher.report.values import state_text  # noqa: E402
 from launcher.report.epochs import history, read_history  # noqa: E402
 from launcher.telemetry.live import trial_columns  # noqa: E402
@@ -81,12 +82,14 @@ def _not_drawn(rows: list[dict]) -> str:
     return "\n" + note if note else ""
 
 
-def plot_curves(folder: Path, rows: list[dict], out: Path) -> Path:
+def plot_curves(folder: Path, rows: list[dict], out: Path, doc: Optional[dict] = None) -> Path:
     """Accuracy and validation accuracy per epoch, one panel per trial in leaderboard order, all on
     one epoch axis (a trial pruned at epoch 1 is a point at 1 of the epochs it could have had) and
     one accuracy axis chosen from the data; the title and the legend above the panels."""
     found = [(r, history(folder, r), text) for r, text in zip(rows, values.texts(rows))]
     drawn = [(r, epochs, text) for r, epochs, text in found if epochs]
+    marks = [(x, (r["candidate"], label)) for r, _, _ in drawn
+             for x, label in elastic_report.marks(doc or {}, r["candidate"])]
     cols = min(3, max(len(drawn), 1))
     nrows = math.ceil(max(len(drawn), 1) / cols)
     fig, grid = plt.subplots(nrows, cols, figsize=(4.2 * cols, 2.9 * nrows + 0.9), squeeze=False, layout="constrained")
@@ -98,6 +101,11 @@ def plot_curves(folder: Path, rows: list[dict], out: Path) -> Path:
             ax.plot(x, [float(e[key]) for e in epochs], style, label=key, markersize=4)
         state = f" ({state_text(record)})" if record.get("state") not in (None, "complete") else ""
         ax.set_title(axes.plain(record["candidate"] + state + (f"\n{text}" if text else "")), fontsize=8)
+        for x, label in marks:                          # where the cluster changed (elastic)
+            if record["candidate"] == label[0]:
+                ax.axvline(x, color="0.4", linestyle=":", linewidth=1)
+                ax.annotate(label[1], (x, 0.02), xycoords=("data", "axes fraction"), fontsize=7, color="0.3",
+                            rotation=90, ha="right", va="bottom")
         axes.epoch_axis(ax, last)
         # Each trial on its own accuracy scale, every point of it shown (comparing trials: search.png).
         ax.set_ylim(*axes.accuracy_limits([float(e[k]) for e in epochs for k in ("accuracy", "val_accuracy")]))
@@ -167,6 +175,7 @@ def markdown(doc: dict, rows: list[dict], pictures: list[Path], hardware_lines: 
     lines.append("")
     if "search" in doc:
         lines += search_report.markdown(doc)
+    lines += elastic_report.lines(doc)
     lines += list(hardware_lines)
     lines += (["## Notes", ""] + [f"- {_cell(n)}" for n in notes] + [""]) if notes else []
     lines += [f"![{p.stem}]({p.name})" for p in pictures]
@@ -182,7 +191,7 @@ def write_report(folder: str | Path) -> Report:
     folder = Path(folder)
     doc = runfiles.load_results(folder)
     rows = ranked(doc)
-    pictures = [plot_leaderboard(rows, folder), plot_curves(folder, rows, folder)]
+    pictures = [plot_leaderboard(rows, folder), plot_curves(folder, rows, folder, doc)]
     confusion = plot_confusion(rows[0], doc.get("class_names", []), folder, values.texts(rows)[0])
     pictures += [confusion] if confusion else []
     if "search" in doc:

@@ -36,6 +36,11 @@ class Group:
     def __exit__(self, *exc) -> None:
         self._stack.close()
 
+    def narrowed(self, cluster: Cluster) -> "Group":
+        """The same sessions for fewer hosts (an elastic run's survivors, renumbered): `run` reaches
+        only these; the sessions stay this group's to close."""
+        return _Fewer(self, cluster)
+
     def conn(self, host: Host):
         return self._conns[host.name]
 
@@ -50,6 +55,23 @@ class Group:
             self.reporter.stage(host.name, step)
             return fn(host, conn)
         return self.run(step, one, hosts).raise_if_failed()
+
+
+class _Fewer(Group):
+    """A group's sessions for fewer hosts. Its reporter is always the whole group's: telemetry puts
+    its own in place while the run is watched, and takes it back after."""
+
+    def __init__(self, whole: Group, cluster: Cluster):           # noqa: super().__init__ would open new sessions
+        self.__dict__.update({k: v for k, v in whole.__dict__.items() if k != "reporter"})
+        self._whole, self.cluster = whole, cluster
+
+    @property
+    def reporter(self):
+        return self._whole.reporter
+
+    @reporter.setter
+    def reporter(self, value) -> None:
+        self._whole.reporter = value
 
 
 def connect(cluster: Cluster, host: Host, cancel: Optional[threading.Event] = None,

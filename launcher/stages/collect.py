@@ -199,8 +199,16 @@ def fetch_log(host: Host, conn, cluster: str, run_dir: Path, run: str = "", stri
 SEEN = ".log-containers.json"           # beside logs/, which holds logs only
 
 
+_SEEN_LOCK = threading.Lock()           # every host's log is fetched at once: one writer of SEEN at a time
+
+
 def keep_earlier_attempt(run_dir: Path, host: str, container: str) -> None:
     """logs/<host>.log came from another container of this run: keep it under an attempt's name."""
+    with _SEEN_LOCK:
+        _keep_earlier_attempt(run_dir, host, container)
+
+
+def _keep_earlier_attempt(run_dir: Path, host: str, container: str) -> None:
     try:
         seen = json.loads(runfiles.read_text(run_dir, SEEN, 1 << 20))
         seen = seen if isinstance(seen, dict) else {}

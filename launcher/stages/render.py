@@ -177,8 +177,9 @@ def render_host(plan: Plan, host) -> dict[str, str]:
         config_name, config = "run.yaml", ("# Your program on this host (from the inventory's `run:` section).\n"
                                            + yaml.safe_dump(cluster.spec.run.model_dump(mode="json"), sort_keys=False))
     else:
+        train = plan.train_config(host).model_dump(mode="json", exclude={"elastic"} if plan.elastic is None else None)
         config_name, config = "train.yaml", ("# The trainer's configuration on this host (from the inventory's `train:` section).\n"
-                                             + yaml.safe_dump(plan.train_config(host).model_dump(mode="json"), sort_keys=False))
+                                             + yaml.safe_dump(train, sort_keys=False))
     return {"compose.yaml": compose, "tf_config.json": tf_conf, config_name: config, ".env": dotenv,
             RUN_FILE: run_file_text(plan.run, plan.config_id)}
 

@@ -27,7 +27,7 @@ from launcher.image import stage as image
 from launcher.image.on_host import ImageOutcome
 from launcher.inventory.model import Cluster
 from launcher.ssh.group import Group
-from launcher.stages import hooks, links, preflight, push, render, start, wait
+from launcher.stages import hooks, links, preflight, push, reform, render, start, wait
 from launcher.leases import take as leases
 from launcher.stages.collect import collect_earlier, collect_into
 from launcher.tracking.outbox import live
@@ -81,13 +81,42 @@ def up(cluster: Cluster, reporter=None, parallel: Optional[int] = None, wait_for
         report = UpSummary(plan.run_id, how, pushed, images, started, matrix, plan.nics, datasets)
         if wait_for_end:
             # with `tracking:`, each epoch to the tracker as it comes; hardware telemetry into the run folder
-            with live(group, plan, plan.run_id), sampling(group, plan, Path(runs_dir) / cluster.name / plan.run_id):
-                report.outcome = wait.wait_for_end(group, plan, poll_s)
+            with live(group, plan, plan.run_id), \
+                    sampling(group, plan, Path(runs_dir) / cluster.name / plan.run_id) as telemetry:
+                group, plan, report.outcome = follow(group, plan, poll_s, Path(runs_dir), telemetry)
             try:
                 finish(group, plan, report.outcome, Path(runs_dir))
             finally:
                 give_back_after_run(group)
     return report
+
+
+def follow(group: Group, plan, poll_s: float, runs_dir: Path, telemetry=None) -> tuple[Group, object, wait.RunOutcome]:
+    """Wait for the run's end; under `elastic:`, each host lost for good on the way re-forms the
+    others as the next generation (their group and plan are the ones the run ends with)."""
+    while True:
+        outcome = wait.wait_for_end(group, plan, poll_s)
+        say_mirror(group, plan, outcome.mirror)
+        if not outcome.lost_for_good:
+            return group, plan, outcome
+        for host in outcome.lost_for_good:
+            if telemetry is not None:
+                telemetry.leave(host, "lost for good")
+        try:
+            group, plan, ended = reform.reform(group, plan, outcome, runs_dir)
+        except TfcError as exc:         # the run ends failed, and is collected as such
+            lost = ", ".join(outcome.lost_for_good)
+            return group, plan, wait.RunOutcome(True, f"re-forming the cluster without {lost} failed: {summary(exc)}"
+                                                f"{wait.resume_hint(plan)}", outcome.states)
+        if ended is not None:
+            return group, plan, ended
+
+
+def say_mirror(group: Group, plan, kept) -> None:
+    """What mirroring the chief's state cost this generation, in the chief's line."""
+    if kept is not None and kept.relays:
+        group.reporter.stage(plan.cluster.chief.name, "mirror", f"its state relayed to {kept.target} {kept.relays} "
+                             f"time(s), {kept.bytes / kept.relays / 1e6:.2f} MB and {kept.seconds / kept.relays:.2f} s each")
 
 
 def give_back_after_run(group: Group) -> None:

@@ -10,7 +10,10 @@ The rules are pure functions over host states and times (unit-tested without Doc
 - `first_failures`: who failed first (by FinishedAt): the others usually failed because they lost it;
 - `deadline`: for `run:` programs, which hold no watchdog of their own, the join and finish limits;
 - `lost`: a host that has not answered for ssh.lost_after_s counts as failed (looks.py measures
-  the silence: a host that stops answering holds up no other host's look).
+  the silence: a host that stops answering holds up no other host's look);
+- `lost_for_good` (elastic, under `up --wait`): a host silent, or failing for good, for
+  elastic.lost_after_s while others carry on ends the wait with the hosts to re-form without
+  (reform.py); meanwhile each look relays the chief's newest state to the next host (mirror.py).
 """
 from __future__ import annotations
 
@@ -24,11 +27,14 @@ from launcher.errors import summary
 from launcher.plan import Plan
 from launcher.ssh.group import Group
 from launcher.stages.down import stop_all
+from launcher.stages import mirror
 from launcher.stages.looks import Look, Looks, host_progress
+from launcher.stages.mirror import Mirror
 from launcher.stages.status import HostStatus, program_error
 from launcher.text import clock, printable
 from trainer.spec.progress import Progress, SearchProgress
 
+SILENT = "silent for"        # how a host lost for good because it stopped answering is said
 BAD_INPUT = 2               # the trainer's exit code for input it refuses (trainer/spec/errors.py)
 SAME_ERROR = 3              # the image's runner: the program failed twice alike at its start (trainer/runner.py)
 
@@ -41,6 +47,10 @@ class RunOutcome:
     message: str
     states: list = field(default_factory=list)
     lost: list = field(default_factory=list)      # parallel mode: hosts the search went on without
+    # elastic (not an end): hosts lost for good, each with why, for the survivors to re-form without
+    lost_for_good: dict = field(default_factory=dict)
+    progress: dict = field(default_factory=dict)  # host → its last progress seen (where the trial was)
+    mirror: Optional[Mirror] = None               # where the chief's state was last mirrored
 
 
 # --- the rules ------------------------------------------------------------------------------------
@@ -101,6 +111,24 @@ def lost(answered_at: dict[str, float], hosts: list[str], since: float, now: flo
     return [h for h in hosts if now - answered_at.get(h, since) > limit]
 
 
+def lost_for_good(answered_at: dict[str, float], failing_since: dict[str, float], hosts: list[str], since: float,
+                  now: float, limit: float) -> dict[str, str]:
+    """Elastic: the hosts silent, or failing for good (failing_since), for more than `limit` s, each
+    with why."""
+    found = {}
+    for host in hosts:
+        if now - answered_at.get(host, since) > limit:
+            found[host] = f"{SILENT} {now - answered_at.get(host, since):.0f} s"
+        elif host in failing_since and now - failing_since[host] > limit:
+            found[host] = f"its trainer failed for good {now - failing_since[host]:.0f} s ago"
+    return found
+
+
+def failing(states: dict[str, HostStatus], retries: int, since: dict[str, float], now: float) -> dict[str, float]:
+    """Since when each host has been failing for good (a host that recovers is forgotten)."""
+    return {n: since.get(n, now) for n, st in states.items() if final_failure(st, retries)}
+
+
 def deadline(run, elapsed: float, missing: Optional[list[str]], ports: dict[str, int]) -> Optional[str]:
     """Why to stop a `run:` program now, if so. `missing`: hosts whose TF port is still closed
     (None once every host has opened it)."""
@@ -127,10 +155,13 @@ def wait_for_end(group: Group, plan: Plan, poll_s: float = 2.0, act: bool = True
         states = {name: look.status for name, look in found.items()}
         now = time.monotonic()
         show(group, plan, found, now - watch.started)
-        watch.see(looks.answered_at, now)
+        watch.see(looks.answered_at, now, found)
         tell_queue(group, plan, watch, states)
+        if act and watch.elastic is not None:
+            mirror.relay(group, plan, watch.mirror)       # the chief's state to the next host, each new epoch
         outcome = watch.ending(group, states, act)
         if outcome is not None:
+            outcome.mirror = outcome.mirror or (watch.mirror if watch.mirror.relays else None)
             return outcome
         time.sleep(poll_s)
 
@@ -147,9 +178,16 @@ class Watch:
         self.told: set[str] = set()
         self.limit = plan.cluster.spec.ssh.lost_after_s
         self.now = started
+        self.elastic = plan.cluster.spec.elastic if plan.elastic is not None else None
+        self.failing_since: dict[str, float] = {}
+        self.progress: dict = {}
+        self.mirror = Mirror()
 
-    def see(self, answered_at: dict[str, float], now: float) -> None:
+    def see(self, answered_at: dict[str, float], now: float, found: Optional[dict] = None) -> None:
         self.now, self.answered_at = now, dict(answered_at)
+        states = {name: look.status for name, look in (found or {}).items()}
+        self.failing_since = failing(states, self.retries, self.failing_since, now)
+        self.progress.update({name: look.progress for name, look in (found or {}).items() if look.progress})
 
     @property
     def gone(self) -> list[str]:
@@ -164,14 +202,19 @@ class Watch:
         if finished(states, must_finish(plan)):
             return finish(group, plan, states, self.gone, act)
         failures = [f for f in first_failures(states, self.retries) if f.host in essential(plan, [f.host])]
-        if failures:
+        if failures and not (act and self.carries_on(states)):
             return fail_fast(group, failures, list(states.values()), act, plan)
+        if self.elastic is not None and act:         # `up --wait` re-forms; `watch` only reports
+            lost = lost_for_good(self.answered_at, self.failing_since, [h.name for h in plan.cluster.hosts],
+                                 self.started, self.now, self.elastic.lost_after_s)
+            return RunOutcome(False, "", list(states.values()), lost_for_good=lost, progress=self.progress,
+                              mirror=self.mirror) if lost else None
         gone = essential(plan, self.gone)
         if gone:
             stopped = (list(stop_all(group).succeeded) or ["none: no host answered"]) if act else ["none: watching"]
             return RunOutcome(True, f"{', '.join(gone)} stopped answering for {self.limit:g} s (ssh.lost_after_s); "
-                              f"stopped the cluster's containers on the hosts that answer ({', '.join(stopped)})",
-                              list(states.values()))
+                              f"stopped the cluster's containers on the hosts that answer ({', '.join(stopped)})"
+                              + elastic_hint(plan), list(states.values()))
         missing = None if self.joined else closed_ports(group, self.limit)
         self.joined = self.joined or not missing
         ports = {h.name: h.tf_port for h in plan.cluster.hosts}
@@ -180,6 +223,32 @@ class Watch:
             stop_all(group)
             return RunOutcome(True, f"stopped every container of the cluster: {overdue}", list(states.values()))
         return None
+
+    def carries_on(self, states: dict[str, HostStatus]) -> bool:
+        """Elastic: some host still answers and trains (or restarts), so a host that failed for good
+        may be left behind rather than end the run."""
+        if self.elastic is None:
+            return False
+        healthy = [n for n, st in states.items() if not final_failure(st, self.retries) and n not in self.gone]
+        return bool(healthy) and self.elastic.min_hosts <= len(healthy)
+
+
+def went_on_without(plan: Plan) -> str:
+    """An elastic run's re-forms, said where it ends."""
+    reforms = plan.elastic.reforms if plan.elastic is not None else []
+    if not reforms:
+        return ""
+    lost = [host for reform in reforms for host in reform.lost]
+    return (f"; the run went on without {', '.join(lost)} ({len(reforms)} re-form(s); generation "
+            f"{reforms[-1].generation} on {', '.join(reforms[-1].hosts_after)})")
+
+
+def elastic_hint(plan: Plan) -> str:
+    """Said when a sync run ends because one host is gone: the run could have gone on without it."""
+    if plan.parallel or plan.cluster.spec.run is not None or plan.elastic is not None:
+        return ""
+    return ("; with an `elastic:` section in the inventory the other hosts would go on without it "
+            "(docs: Losing a host)")
 
 
 def tell_queue(group: Group, plan: Plan, watch: Watch, states: dict[str, HostStatus]) -> None:
@@ -211,7 +280,7 @@ def finish(group: Group, plan: Plan, states: dict[str, HostStatus], unreachable:
     except Exception:                   # noqa: BLE001  (the chief's results say so too, for the trainer)
         pass
     if not plan.parallel:
-        return RunOutcome(False, f"chief {chief.name} finished (exit 0)", list(states.values()))
+        return RunOutcome(False, f"chief {chief.name} finished (exit 0)" + went_on_without(plan), list(states.values()))
     retries = plan.cluster.spec.defaults.restart_retries
     gone = lost_hosts(states, retries, unreachable)
     if act and any(st.state == "running" for n, st in states.items() if n != chief.name):
@@ -284,7 +353,8 @@ def fail_fast(group: Group, failures: list[HostStatus], states: list, act: bool 
     return RunOutcome(True, f"{failed.host} failed ({detail}, after {failed.restarts} restart(s))"
                             + (f": {error}" if error else "") + f"{then}; "
                             + ("stopped every container of the cluster" if act else "the others were left running")
-                            + resume_hint(plan) + f". Last lines of {failed.host}'s log:\n  "
+                            + resume_hint(plan) + (elastic_hint(plan) if plan is not None else "")
+                            + f". Last lines of {failed.host}'s log:\n  "
                             + "\n  ".join(last_lines(tail)), states)
 
 

@@ -180,6 +180,18 @@ class Session:
             except OSError as exc:
                 self.observer.warn(host, f"telemetry not written to {csvfile.csv_path(self.run_dir, host)}: {exc}")
 
+    def leave(self, host: str, why: str) -> None:
+        """A host the run went on without (an elastic re-form): its sampler ends and is not started
+        again; what it sampled until then stays in its CSV."""
+        sampler = self.samplers.get(host)
+        if sampler is None or sampler.stopped:
+            return
+        sampler.stopped = why
+        held = sampler.held
+        if held is not None:
+            held.abort()
+            self._end_on_host(sampler)
+
     def _stream(self, host) -> HostStream:
         ids = command.gpu_ids(self.plan.gpus(host))
         known = None if ids in ("", "all") else frozenset(int(i) for i in ids.split(","))

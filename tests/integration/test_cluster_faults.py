@@ -93,6 +93,7 @@ def test_fail_fast_stops_everything_collects_logs_and_names_the_host(cluster_env
     # The crashed host is named first; the survivor, if it had exited by then, comes after ("then …").
     assert f"tfcompose: {victim} failed (exit code 137, after 0 restart(s))" in err
     assert "stopped every container of the cluster" in err
+    assert "with an `elastic:` section in the inventory the other hosts would go on without it" in err
     assert "small_cnn epoch 2/50" in err  # the tail of its log
     assert time.monotonic() - killed < 60
     running = subprocess.run(["docker", "ps", "-q", "--filter", f"label=tfcompose.cluster={name}"],

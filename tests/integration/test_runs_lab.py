@@ -4,7 +4,9 @@ digits. The same inventory run twice is two runs, each with only its own trials,
 sessions, never overwritten; a worker killed by hand has its trial handed on as soon as the launcher
 sees it (at its first look: its warning says so); the live search line moves while the chief trains; a chief killed by hand ends the wait
 (Docker never restarts it, whatever restarts are left), its run is collected as failed, and the next
-`up --wait` resumes it to the end without training any values twice."""
+`up --wait` resumes it to the end without training any values twice. An elastic sync run loses a
+worker (its link cut) and then its chief (its container killed) and goes on each time, the hosts left
+as the next generation from the epoch each had backed up (the chief's state taken from its mirror)."""
 from __future__ import annotations
 
 import json
@@ -191,4 +193,93 @@ def test_a_chief_killed_mid_run_is_collected_as_failed_and_the_next_up_resumes_i
     assert_only_its_own(failed, doc)
     assert doc["restarts"] >= 1 and json.loads((failed / "outcome.json").read_text())["state"] == "finished"
     assert (failed / "logs" / "h0.attempt-1.log").is_file() and (failed / "logs" / "h0.log").is_file()
+    assert cli(capsys, "down", "-i", str(inv))[0] == 0
+
+
+def sync_inventory(lab: Lab, folder: Path, digits: Path, image: str) -> tuple[str, Path]:
+    """One trial trained by all three hosts together (MWMS), elastic down to one host."""
+    name = f"e{uuid.uuid4().hex[:8]}"
+    train = {"dataset": {"kind": "image_folder", "train_dir": "/data", "val_dir": None, "validation_split": 0.25,
+                         "image_size": [16, 16], "color_mode": "grayscale"},
+             "candidates": ["small_cnn"], "epochs": 16, "batch_per_replica": 16, "learning_rate": 0.003,
+             "join_timeout_s": 120}
+    path = write_inventory(lab, folder / f"{name}.yaml", name, lab.hosts, known_hosts=lab.known_hosts(), train=train,
+                           image=image, defaults={"data_dir": str(digits), "restart_retries": 2},
+                           elastic={"min_hosts": 1, "lost_after_s": 8})
+    return name, path
+
+
+def progress_of(lab: Lab, host: int, name: str) -> dict | None:
+    results = run_results(lab.hosts[host].workdir / name)
+    return next((json.loads(p.read_text()) for p in results.glob("progress-*.json")), None) if results else None
+
+
+def until(what, up: CliProcess, seconds: float = 300):
+    """`what()` once it is true, failing if `up` ends first."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert up.proc.poll() is None, f"up ended early:\n{up.output}"
+        found = what()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"never happened:\n{up.output[-4000:]}")
+
+
+def mirrored(lab: Lab, name: str, host: int, beyond: int) -> dict | None:
+    """The chief's state as relayed to `host`, once it is past epoch `beyond`."""
+    results = run_results(lab.hosts[host].workdir / name)
+    said = results.parent / "backup" / f"h{host}" / "chief-mirror" / "manifest.json" if results else None
+    try:
+        doc = json.loads(said.read_text()) if said else None
+    except (OSError, ValueError):
+        return None
+    return doc if doc and doc["epoch"] > beyond else None
+
+
+def test_an_elastic_sync_run_goes_on_without_a_worker_and_then_without_its_chief(lab, tmp_path, digits, trainer_image,
+                                                                               capsys, cleanup):
+    """h2's link cut mid-training: after elastic.lost_after_s the launcher stops the others, renders a
+    two-host TF_CONFIG on new ports, and they resume the same trial from their last backed-up epoch
+    (each host's backups under its own name: h2's old task number does not matter). Then the chief's
+    container is killed: h1, which holds the chief's mirrored state (study, history, best model), goes
+    on alone as chief. The run ends well, results.json says what happened, each generation's logs kept."""
+    name, inv = sync_inventory(lab, tmp_path, digits, trainer_image)
+    cleanup.append(name)
+    runs = tmp_path / "runs"
+    up = CliProcess("up", "-i", str(inv), "--wait", "--runs", str(runs))
+    until(lambda: (progress_of(lab, 0, name) or {}).get("epoch", 0) >= 2, up)
+    lab.hosts[2].run("ip", "link", "set", "eth0", "down")
+    try:
+        said = up.wait_for(r"h2.*lost for good", seconds=180)
+        assert "generation 1 goes on without it on h0, h1" in said, said
+        resumed = int(re.search(r"from epoch (\d+)", said).group(1))
+        until(lambda: mirrored(lab, name, 1, resumed), up)               # generation 1's chief state reached h1
+        chief = lab.hosts[0].docker("ps", "-q", "--filter", f"label=tfcompose.cluster={name}").stdout.split()
+        lab.hosts[0].docker("kill", *chief)
+        said = up.wait_for(r"h0.*lost for good", seconds=180)
+        assert "generation 2 goes on without it on h1" in said, said
+        assert up.finish(600) == 0, up.output
+    finally:
+        lab.hosts[2].run("ip", "link", "set", "eth0", "up")
+    assert "the run went on without h2, h0 (2 re-form(s); generation 2 on h1)" in up.output
+    folder = run_folder(runs, name)
+    doc = json.loads((folder / "results.json").read_text())
+    first, second = doc["elastic"]["reforms"]
+    assert (first["lost"], first["hosts_after"], first["workers_before"]) == (["h2"], ["h0", "h1"], 3)
+    assert (second["lost"], second["hosts_after"], second["workers_before"]) == (["h0"], ["h1"], 2)
+    assert doc["workers"] == 1 and doc["elastic"]["batch"] == "keep_global", doc
+    [record] = doc["candidates"]
+    # each time resumed from the epoch finished at the loss: at most the open epoch trained again
+    assert first["epochs_done"] >= 2 and second["epochs_done"] > first["epochs_done"], (first, second)
+    assert record["resumed_from_epoch"] == second["epochs_done"] and record["val_accuracy"] > 0.8, record
+    history = (folder / "history" / "small_cnn.csv").read_text().splitlines()
+    assert [int(row.split(",")[0]) for row in history[1:]] == list(range(1, 17))    # h0's rows kept by h1
+    logs = folder / "logs"
+    assert "cluster ready: 3 worker(s)" in (logs / "h1.attempt-1.log").read_text()
+    assert "cluster ready: 2 worker(s)" in (logs / "h1.attempt-2.log").read_text()
+    assert "chief now: took h0's state" in (logs / "h1.log").read_text()
+    # h0's second generation (its trainer killed, the host answering) kept too
+    assert "cluster ready: 2 worker(s)" in (logs / "h0.log").read_text()
+    assert "cluster ready: 3 worker(s)" in (logs / "h0.attempt-1.log").read_text()
     assert cli(capsys, "down", "-i", str(inv))[0] == 0

@@ -28,16 +28,19 @@ class FakeConnection:
     raises RemoteError like the real one when a checked command fails."""
 
     def __init__(self, answer: Callable[[list], Result] = lambda command: OK,
-                 on_stream: Optional[Callable[[list, bytes], None]] = None, host: str = "h1"):
-        self.answer, self.on_stream, self.host = answer, on_stream, SimpleNamespace(name=host)
+                 on_stream: Optional[Callable[[list, bytes], None]] = None, host: str = "h1",
+                 output: Callable[[list], bytes] = lambda command: b""):
+        self.answer, self.on_stream, self.host, self.output = answer, on_stream, SimpleNamespace(name=host), output
         self.commands: list = []
+        self.stdin: list[bytes] = []           # what `run` was given on its stdin, command by command
         self.streams: list[tuple[list, bytes]] = []
         self.uploads: dict[str, str] = {}
         self.bytes_sent = 0
         self.command_timeout = 120.0
 
-    def run(self, command, check: bool = True, **kw) -> Result:
+    def run(self, command, check: bool = True, stdin: Optional[bytes] = None, **kw) -> Result:
         self.commands.append(command)
+        self.stdin.append(stdin or b"")
         result = self.answer(command)
         if check and not result.ok:
             raise RemoteError(self.host.name, str(command), result.status, result.stderr)
@@ -52,6 +55,9 @@ class FakeConnection:
         self.streams.append((command, data))
         if self.on_stream:
             self.on_stream(command, data)
+        said = self.output(command)        # what the command streams back, in chunks of up to 64 KB
+        for start in range(0, len(said), 1 << 16):
+            on_output(said[start:start + (1 << 16)])
         return OK
 
     def put_text(self, text: str, remote: str, mode: int = 0o600) -> int:

@@ -203,6 +203,45 @@ class AllreduceConfig(_Strict):
     """The slowest host-to-host link, Mbit/s: written by `up` from preflight's links check (auto's input)."""
 
 
+HOST_NAME = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")]
+BATCH_POLICIES = ("keep_global", "keep_per_replica")
+
+
+class Reform(_Strict):
+    """One re-form of an elastic run: the hosts lost, the cluster before and after (launcher/elastic/)."""
+    generation: StrictIntT = field(..., expected="an integer ≥ 1", ge=1, le=1_000_000)
+    """The cluster's generation after this re-form (the first cluster is generation 0)."""
+    at: str = field(..., expected="a UTC time like 2026-11-28T05:00:00Z", pattern=r"^[0-9]{4}-[0-9-]{5}T[0-9:]{8}Z$")
+    """When the launcher decided the host was lost (UTC)."""
+    lost: List[HOST_NAME] = field(..., expected="a list of host names", min_length=1, max_length=256)
+    """The hosts left behind."""
+    why: str = field("", expected="text of at most 300 characters", max_length=300, pattern=r"^[^\x00-\x1f\x7f]*$")
+    """Why each was judged lost (silent, or failing for good, and for how long)."""
+    hosts_after: List[HOST_NAME] = field(..., expected="a list of host names", min_length=1, max_length=256)
+    """The hosts that went on, the chief first."""
+    workers_before: StrictIntT = field(..., expected="an integer ≥ 2", ge=2, le=256)
+    """The hosts training together before the loss."""
+    candidate: str = field("", expected="a trial's name", max_length=1000, pattern=r"^[^\x00-\x1f\x7f]*$")
+    """The trial in training when the host was lost ("" between trials)."""
+    epochs_done: StrictIntT = field(0, expected="an integer ≥ 0", ge=0, le=100_000)
+    """The trial's epochs finished (and backed up) when the host was lost: where training resumed."""
+
+
+class ElasticRun(_Strict):
+    """Written by `up` under the inventory's `elastic:`, never by hand: the batch policy, the cluster's size at the
+    start, and every re-form so far (the chief copies them into results.json)."""
+    batch: Literal["keep_global", "keep_per_replica"] = field("keep_global", expected="'keep_global' or 'keep_per_replica'")
+    """The inventory's elastic.batch: how a trial's batch and learning rate follow a smaller cluster."""
+    workers_at_start: StrictIntT = field(1, expected="an integer ≥ 1", ge=1, le=256)
+    """The hosts the run started with (each trains with as many replicas as the others: gpus_per_host)."""
+    reforms: List[Reform] = field([], expected="a list of re-forms", max_length=10_000)
+    """Every re-form so far, the oldest first."""
+
+    @property
+    def generation(self) -> int:
+        return self.reforms[-1].generation if self.reforms else 0
+
+
 class TrainConfig(_Strict):
     dataset: DatasetConfig = field(DatasetConfig(), expected="a mapping")
     """The images to train and validate on."""
@@ -252,6 +291,8 @@ class TrainConfig(_Strict):
     """Collective implementation: auto = NCCL when GPUs are present, RING otherwise."""
     join_timeout_s: StrictFloatT = field(300.0, expected="a number of seconds 1–86400", ge=1, le=86400)
     """Seconds to wait for every peer to join before naming the missing ones and exiting."""
+    elastic: Optional[ElasticRun] = field(None, expected="a mapping written by `up` (the inventory's elastic:)")
+    """Written by `up` when the inventory has `elastic:`: how the batch follows a smaller cluster, and its re-forms."""
 
     @field_validator("profile_steps")
     @classmethod

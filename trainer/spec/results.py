@@ -114,6 +114,8 @@ DOC_KEYS = {
     "images": (False, _map_of(_NAME, lambda n: _whole(n, 1e12), 100), "a mapping of counts"),
     "skipped_images": (False, lambda v: isinstance(v, dict) and _whole(v.get("count", 0), 1e12)
                        and _list_of(_text(4096), 1000)(v.get("files", [])), "a count and a list of files"),
+    "elastic": (False, lambda v: _elastic_fits(v), "the batch policy, the replicas at the start and the re-forms "
+                "(trainer/spec/config.py ElasticRun)"),
 }
 BEST_KEYS = {
     "candidate": (True, lambda v: isinstance(v, str) and 0 < len(v) <= 1000, "the best trial's name"),
@@ -197,7 +199,7 @@ def write_dir(results_dir: Path, chief: bool) -> Iterator[Path]:
 
 
 def results_doc(state, workers: int, replicas: int, data, started, mode: str, precision: str = "float32",
-                records: list | None = None, search: dict | None = None) -> dict:
+                records: list | None = None, search: dict | None = None, elastic: dict | None = None) -> dict:
     """results.json: schema 1. `restarts` counts how often the search was resumed. A search a
     study drove gives every trial's record (`records`, each with its `state`) and its settings
     (`search`: sampler, pruner, rungs, the hosts lost)."""
@@ -205,7 +207,7 @@ def results_doc(state, workers: int, replicas: int, data, started, mode: str, pr
     import tensorflow as tf
     records = records if records is not None else state.done
     top = best(records)
-    extra = {"search": search} if search is not None else {}
+    extra = {**({"search": search} if search is not None else {}), **({"elastic": elastic} if elastic else {})}
     return {
         "schema": SCHEMA,
         "best": {"candidate": top["candidate"], "val_accuracy": top["val_accuracy"],
@@ -327,6 +329,17 @@ def host_figures(sent, classes: int, where: str) -> dict:
             raise ResultsError(f"{where}.confusion_matrix: Received {_shown(matrix)}. Expected {classes} × {classes} counts.")
         out["confusion_matrix"] = matrix
     return out
+
+
+def _elastic_fits(value) -> bool:
+    """An elastic run's section, checked by the model `up` writes it from (one owner)."""
+    from pydantic import ValidationError
+    from trainer.spec.config import ElasticRun
+    try:
+        ElasticRun.model_validate(value)
+        return True
+    except ValidationError:
+        return False
 
 
 def _real(value) -> bool:

@@ -3,7 +3,7 @@
 tf_keras's BackupAndRestore has the chief write `backup_dir/chief` and every worker restore
 from it, which needs one folder all workers share (measured: with per-host folders the restart
 fails with "Collective instance … expected data_type …"). Here every worker keeps its own full
-copy instead: the same files the chief would write, in its own folder (`backup/<task>/`), so a
+copy instead: the same files the chief would write, in its own folder (`backup/<host>/`), so a
 restart restores each worker from local disk — on one machine or many. Training is synchronous,
 so the copies are identical when they are at the same epoch; before training, the workers
 compare epochs with an all-gather and refuse to go on if they differ.

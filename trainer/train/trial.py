@@ -10,6 +10,7 @@ import contextlib
 import csv
 import importlib.util
 import io
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -20,7 +21,8 @@ import numpy as np
 import tensorflow as tf
 
 from trainer.cluster import allreduce
-from trainer.train import hparams, mlflow_model, models
+from trainer.cluster.elastic import batch_and_rate, workers_of
+from trainer.train import hparams, mirror, mlflow_model, models
 from trainer.train.backup import OwnCopyBackupAndRestore, SearchState
 from trainer.spec.config import AllreduceConfig, TrainConfig
 from trainer.train.data import Data
@@ -92,6 +94,31 @@ class EpochProgress(tf.keras.callbacks.Callback):
             csv.writer(fh).writerows([["epoch", *METRICS, "ended_at"], *kept])
 
 
+class ChiefMirror(tf.keras.callbacks.Callback):
+    """elastic: the chief's own state snapshotted at each epoch's end (trainer/train/mirror.py), after
+    the backup, the history row and the study's report are written."""
+
+    def __init__(self, backups: Path, results: Path, host: str, progress: "EpochProgress"):
+        super().__init__()
+        self.backups, self.results, self.host, self.progress = backups, results, host, progress
+        self.seconds, self.bytes, self.count = 0.0, 0, 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        started = time.monotonic()
+        made = mirror.snapshot(self.backups, self.results,
+                               {"host": self.host, "trial": self.progress.candidate, "epoch": epoch + 1})
+        self.seconds += time.monotonic() - started
+        self.bytes += sum(p.stat().st_size for p in made.rglob("*") if p.is_file())
+        self.count += 1
+
+    def on_train_end(self, logs=None):
+        if self.count:      # what the mirror costs the training: said once per trial
+            share = 100 * self.seconds / max(sum(self.progress.epoch_seconds), 1e-9)
+            self.progress.log(f"[{self.progress.task}] {self.progress.candidate}: the chief's state snapshotted "
+                              f"{self.count} time(s) for its mirror, {self.bytes / self.count / 1e6:.2f} MB and "
+                              f"{1000 * self.seconds / self.count:.0f} ms each ({share:.1f} % of the epochs' time)")
+
+
 class FirstStepLog(tf.keras.callbacks.Callback):
     """One line when fit's first step is done: tracing and the first all-reduce make it much
     slower than the rest, and a user watching the log should see training has begun."""
@@ -120,9 +147,16 @@ def tensorboard_callback(log_dir: Path) -> list:
 
 
 def backup_root(cfg: TrainConfig, task: str) -> Path:
-    """This worker's own backups (see trainer/train/backup.py)."""
+    """This worker's own backups (see trainer/train/backup.py), kept under its host's name (TFC_HOST,
+    which the launcher and the rank shim set, one task per host): an elastic re-form renumbers the
+    tasks, and a host must find its own backups under its new number. By task without a host name."""
     base = Path(cfg.backup_dir) if cfg.backup_dir else Path(cfg.results_dir) / "backup"
-    return base / task_folder(task)
+    return base / task_folder(own_name(task))
+
+
+def own_name(task: str) -> str:
+    """This worker's host (TFC_HOST), else its task."""
+    return os.environ.get("TFC_HOST") or task
 
 
 def task_folder(task: str) -> str:
@@ -192,7 +226,8 @@ def confusion_matrix(model: tf.keras.Model, val: tf.data.Dataset, classes: int) 
     return matrix.tolist()
 
 
-def trial_callbacks(trial: Trial, cfg: TrainConfig, strategy, backups: Path, out: Path, progress, extra=()) -> list:
+def trial_callbacks(trial: Trial, cfg: TrainConfig, strategy, backups: Path, out: Path, progress, extra=(),
+                    chief: bool = False) -> list:
     backup = OwnCopyBackupAndRestore(str(backups / safe_name(trial.name)), strategy)
     stop = [tf.keras.callbacks.EarlyStopping(monitor="val_accuracy", mode="max", patience=cfg.search.patience,
                                              restore_best_weights=True)] if cfg.search.patience else []
@@ -201,7 +236,10 @@ def trial_callbacks(trial: Trial, cfg: TrainConfig, strategy, backups: Path, out
                ] if cfg.profile_steps else []
     board = out / "tensorboard" / safe_name(trial.name)
     boards = tensorboard_callback(board)
-    return [backup, progress, first, *stop, *profile, *extra, *boards, *(hparams.callback(trial, board) if boards else [])]
+    # elastic: the chief's own state mirrored once the epoch's backup, history row and study report are written
+    keep = [ChiefMirror(backups, out, own_name(progress.task), progress)] if chief and cfg.elastic else []
+    return [backup, progress, first, *stop, *profile, *extra, *keep, *boards,
+            *(hparams.callback(trial, board) if boards else [])]
 
 
 def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str, chief: bool, log,
@@ -211,17 +249,21 @@ def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str,
     study's pruning) come from a search that uses the study."""
     epochs = epochs or cfg.epochs
     tf.keras.utils.set_random_seed(cfg.seed)  # the same initial weights on every worker
+    global_batch, rate = batch_and_rate(trial.batch_per_replica, trial.learning_rate, strategy.num_replicas_in_sync,
+                                        workers_of(strategy), cfg.elastic)
     try:
-        model = compile_candidate(trial.candidate, trial.learning_rate, cfg, data, strategy, trial.hyperparameters)
+        model = compile_candidate(trial.candidate, rate, cfg, data, strategy, trial.hyperparameters)
     except (ValueError, TypeError) as exc:    # the builder refused these values
         raise TrialFailed(f"{trial.name} could not be built ({type(exc).__name__}): {exc}") from exc
-    train, val = data.batches(trial.batch_per_replica * strategy.num_replicas_in_sync)
+    train, val = data.batches(global_batch)
     wire = allreduce.enable(model, trial, cfg, data, strategy, lambda line: log(f"[{task}] {trial.name} {line}"))
     history = f"history/{safe_name(trial.name)}.csv"
     with write_dir(Path(cfg.results_dir), chief) as out:
-        progress = EpochProgress(trial.name, task, data.train_count, epochs, log, out / history if chief else None,
-                                 *tracking)
-        callbacks = trial_callbacks(trial, cfg, strategy, backups, out, progress, extra)
+        # elastic: every worker keeps the history too (the same figures on all), so a worker made
+        # chief has every epoch's row, not only those the chief's last mirror held
+        kept = out / history if chief else backups / history if cfg.elastic is not None else None
+        progress = EpochProgress(trial.name, task, data.train_count, epochs, log, kept, *tracking)
+        callbacks = trial_callbacks(trial, cfg, strategy, backups, out, progress, extra, chief)
         started, progress.started_at = time.monotonic(), time.time()
         model.fit(train, validation_data=val, epochs=epochs, callbacks=callbacks, verbose=0)
         train_seconds = time.monotonic() - started

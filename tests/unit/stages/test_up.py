@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from launcher.errors import ClusterFailed, RemoteError
-from launcher.stages import up as up_mod
+from launcher.stages import up as up_mod, wait
 from support.builders import cluster, host_facts
 
 ORDER = ["leases", "preflight", "image.prepare", "leases.name_run", "push.claim", "image.provide",
@@ -68,7 +68,7 @@ def stages(monkeypatch):
     monkeypatch.setattr(up_mod.push, "place_keys", step("push.place_keys"))
     monkeypatch.setattr(up_mod.render, "render_cluster", lambda plan: plan)
     monkeypatch.setattr(up_mod.start, "start", step("start", {}))
-    monkeypatch.setattr(up_mod.wait, "wait_for_end", step("wait", SimpleNamespace(failed=False, message="")))
+    monkeypatch.setattr(up_mod.wait, "wait_for_end", step("wait", wait.RunOutcome(False, "")))
     monkeypatch.setattr(up_mod, "live", lambda *a: contextlib.nullcontext())
     monkeypatch.setattr(up_mod, "sampling", lambda *a: contextlib.nullcontext())
     monkeypatch.setattr(up_mod, "collect_into", step("collect"))
@@ -92,7 +92,7 @@ def test_up_wait_then_collects_runs_the_hook_and_gives_the_leases_back(stages):
 
 
 def test_a_failed_run_is_still_collected_and_its_leases_given_back_before_the_error(stages, monkeypatch):
-    monkeypatch.setattr(up_mod.wait, "wait_for_end", lambda *a, **k: SimpleNamespace(failed=True, message="h1 lost"))
+    monkeypatch.setattr(up_mod.wait, "wait_for_end", lambda *a, **k: wait.RunOutcome(True, "h1 lost"))
     with pytest.raises(ClusterFailed, match="h1 lost"):
         up_mod.up(cluster(2), wait_for_end=True)
     assert stages.seen[-3:] == ["collect", "hook", "leases.release"]
@@ -118,3 +118,21 @@ def test_a_finished_run_never_collected_is_collected_before_the_new_one_starts(s
     summary = up_mod.up(cluster(2))
     assert summary.how == "new" and earlier == [("20261125-140233-3f2a1b2c", summary.run_id)]
     assert stages.seen.index("collect.earlier") < stages.seen.index("push.claim")
+
+
+def test_an_elastic_loss_re_forms_and_waits_again_and_a_re_form_that_fails_ends_the_run_collected(stages, monkeypatch):
+    lost = wait.RunOutcome(False, "", lost_for_good={"h1": "silent for 46 s"})
+    ends = iter([lost, wait.RunOutcome(False, "chief h0 finished (exit 0)")])
+    monkeypatch.setattr(up_mod.wait, "wait_for_end", lambda *a, **k: next(ends))
+    reformed = []
+    monkeypatch.setattr(up_mod.reform, "reform", lambda group, plan, outcome, runs: (
+        reformed.append(list(outcome.lost_for_good)), (group, plan, None))[1])
+    elastic = cluster(3, elastic={"min_hosts": 2})
+    up_mod.up(elastic, wait_for_end=True)
+    assert reformed == [["h1"]] and stages.seen[-3:] == ["collect", "hook", "leases.release"]
+
+    monkeypatch.setattr(up_mod.wait, "wait_for_end", lambda *a, **k: lost)
+    monkeypatch.setattr(up_mod.reform, "reform", lambda *a: (_ for _ in ()).throw(RemoteError("h2", reason="gone")))
+    with pytest.raises(ClusterFailed, match="re-forming the cluster without h1 failed: .*h2"):
+        up_mod.up(elastic, wait_for_end=True)
+    assert stages.seen[-3:] == ["collect", "hook", "leases.release"]

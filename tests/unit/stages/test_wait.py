@@ -123,3 +123,36 @@ def test_a_program_that_failed_twice_alike_at_its_start_ends_the_wait_and_shows_
     wait.show(SimpleNamespace(reporter=reporter), plan, {"h0": Look(failed)}, 20.0)
     assert reporter.events == [("h0", "restarting", "exit 1: ValueError: Attempt to convert a value (PerReplica:{ "
                                                     "(restarts 1)")]
+
+
+def test_elastic_a_host_silent_or_failing_past_elastic_lost_after_s_is_lost_for_good():
+    hosts = ["h0", "h1", "h2"]
+    lost = wait.lost_for_good({"h0": 100.0, "h1": 40.0, "h2": 100.0}, {"h2": 80.0}, hosts, 0.0, 101.0, 45)
+    assert lost == {"h1": "silent for 61 s"}
+    lost = wait.lost_for_good({"h0": 130.0, "h1": 130.0, "h2": 130.0}, {"h2": 80.0}, hosts, 0.0, 131.0, 45)
+    assert lost == {"h2": "its trainer failed for good 51 s ago"}
+    since = wait.failing({"h1": st("h1", "exited", 1), "h2": st("h2", "running")}, 0, {"h1": 5.0}, 9.0)
+    assert since == {"h1": 5.0}                                 # since it first failed; h2 is well
+    assert wait.failing({"h1": st("h1", "running")}, 0, {"h1": 5.0}, 9.0) == {}
+
+
+def test_elastic_a_worker_that_fails_for_good_waits_for_the_re_form_but_every_host_failing_ends_the_run():
+    plan = plan_mod.make(cluster(3, elastic={"min_hosts": 2, "lost_after_s": 45}))
+    watch = wait.Watch(plan, 0.0)
+    states = {"h0": st("h0", "restarting", 1), "h1": st("h1", "running"), "h2": st("h2", "exited", 137)}
+    found = {n: type("Look", (), {"status": s, "progress": None})() for n, s in states.items()}
+    watch.see({"h0": 10.0, "h1": 10.0, "h2": 10.0}, 10.0, found)
+    assert watch.ending(None, states, act=True) is None              # not yet: h2 may be back within 45 s
+    watch.see({"h0": 60.0, "h1": 60.0, "h2": 60.0}, 60.0, found)
+    outcome = watch.ending(None, states, act=True)
+    assert not outcome.failed and list(outcome.lost_for_good) == ["h2"]
+    everyone = {n: st(n, "exited", 2) for n in states}               # the trainer refuses its input everywhere
+    assert wait.Watch(plan, 0.0).carries_on(everyone) is False
+
+
+def test_without_elastic_a_sync_run_that_loses_a_host_says_elastic_exists():
+    sync = plan_mod.make(cluster(2))
+    assert "`elastic:`" in wait.elastic_hint(sync)
+    assert wait.elastic_hint(plan_mod.make(cluster(3, elastic={"min_hosts": 2}))) == ""
+    par = plan_mod.make(cluster(train={"search": {"mode": "parallel"}, "candidates": ["small_cnn", "deep_cnn"]}))
+    assert wait.elastic_hint(par) == ""
