@@ -128,6 +128,18 @@ def reformed(plan: Plan, lost: list[str], record: Reform) -> Plan:
     return replace(plan, cluster=replace(plan.cluster, hosts=hosts), elastic=elastic)
 
 
+def taken_back(plan: Plan, first: Plan, joining: list[str], record: Reform) -> Plan:
+    """An elastic run's next generation with hosts it had lost taken back (elastic.rejoin): the
+    hosts training now keep their order (the chief, which holds the search's state, stays chief),
+    the returning ones after them, every TensorFlow port the inventory's plus the generation."""
+    back = [first.cluster.host(name) for name in joining]
+    moved = [*(replace(h, tf_port=h.tf_port + 1) for h in plan.cluster.hosts),
+             *(replace(h, tf_port=h.tf_port + record.generation) for h in back)]
+    hosts = tuple(replace(h, index=i, chief=i == 0) for i, h in enumerate(moved))
+    elastic = plan.elastic.model_copy(update={"reforms": [*plan.elastic.reforms, record]})
+    return replace(plan, cluster=replace(plan.cluster, hosts=hosts), elastic=elastic)
+
+
 def named(plan: Plan, run: str) -> Plan:
     """The plan of the run `up` starts or resumes (or that a command attaches to)."""
     return replace(plan, run_id=run)
@@ -145,7 +157,8 @@ def measured(plan: Plan, link_mbit_s: Optional[float]) -> Plan:
 # whether the trainer writes its best model in MLflow format counts, and only when it does. What the
 # launcher samples while it watches (telemetry) is not what runs either.
 NOT_IN_CONFIG = {"image_relay": True, "telemetry": True, "bootstrap": True, "ssh": {"proxy_jump", "lost_after_s"}, "defaults": {"lease_dir"},
-                 "elastic": {"min_hosts", "lost_after_s"},       # when the launcher re-forms, not what the hosts run
+                 "elastic": {"min_hosts", "lost_after_s", "rejoin", "rejoin_after_s", "max_reforms_per_hour"},  # when
+                 # the launcher re-forms, not what the hosts run
                  "hosts": {"__all__": {"proxy_jump", "lease_dir"}}, "tracking": True}
 HOST_NOT_IN_CONFIG = ("jumps", "proxy_command", "lease_dir")   # left out, so an id made before they existed holds
 

@@ -246,8 +246,8 @@ def elastic_line(cfg: TrainConfig) -> str:
     if cfg.elastic is None or not cfg.elastic.reforms:
         return ""
     last = cfg.elastic.reforms[-1]
-    return (f"; generation {last.generation} (re-formed without {', '.join(last.lost)}; "
-            f"elastic.batch {cfg.elastic.batch})")
+    change = f"re-formed without {', '.join(last.lost)}" if last.lost else f"took back {', '.join(last.joined)}"
+    return f"; generation {last.generation} ({change}; elastic.batch {cfg.elastic.batch})"
 
 
 def load_data(cfg: TrainConfig, info: ClusterInfo):

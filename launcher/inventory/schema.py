@@ -280,6 +280,15 @@ class ElasticSettings(_Strict):
     """keep_global: each replica takes a larger share so the global batch, steps per epoch and schedules stay the
     same (the global batch must divide among every allowed cluster size); keep_per_replica: the global batch shrinks
     with the cluster and the learning rate scales with it."""
+    rejoin: bool = field(False, expected="true or false", strict=True)
+    """true: a host lost because it stopped answering is taken back once it has answered for `rejoin_after_s`, at the
+    next epoch's end (it gets the chief's backups first); false: it stays out of this run, and the log says so. A host
+    whose trainer failed for good stays out either way."""
+    rejoin_after_s: StrictFloatT = field(60.0, expected="a number of seconds 5–3600", ge=5, le=3600)
+    """How long a lost host must answer without a break before it is taken back (elastic.rejoin)."""
+    max_reforms_per_hour: StrictIntT = field(6, expected="an integer 1–100", ge=1, le=100)
+    """A host is taken back only while the run has re-formed fewer times than this in the last hour: a host that comes
+    and goes is left out (the log says so) rather than stopping the others again and again."""
 
 
 # The releases `tfcompose bootstrap` knows (launcher/bootstrap/facts.py reads them off a host).

@@ -6,8 +6,11 @@
 #                         writes there and nobody removes another's file; by another user: theirs
 #                         alone, 0755), check that nobody but root and this user can remove or
 #                         rename what is in it or above it, then hold SID's session: print `held`
-#                         and keep its lock until stdin ends, which is when the launcher's SSH
-#                         connection ends, however the launcher ended (the file goes with it)
+#                         and keep its lock while stdin brings the launcher's heartbeat (a `.`
+#                         every few seconds): until it ends, which is when the launcher's SSH
+#                         connection ends, however the launcher ended, or stays silent for
+#                         SESSION_SILENCE_S (the connection was cut off, and sshd cannot tell);
+#                         the file goes with it
 #   look DIR              this user, the host's clock, every lease, ticket and tombstone (name,
 #                         owner, first 8 KB in base64) and every session, alive or dead; or, past
 #                         MAX_FILES of either, `crowded` and how many (never a part that could
@@ -28,6 +31,7 @@ umask 022
 what=$1 dir=$2
 shift 2
 LOCK_WAIT_S=30
+SESSION_SILENCE_S=${TFC_SESSION_SILENCE_S:-30}   # the launcher beats every ssh/connection.HOLD_BEAT_S (5 s)
 MAX_FILES=512
 HINT="every user of this host must be able to write there (its owner can run \`chmod 1777\` on it), or set lease_dir in the inventory"
 SHARED="ask root to make it root's: sudo chown root:root $dir && sudo chmod 1777 $dir (or set lease_dir to a folder of your own: then only your runs see each other)"
@@ -194,7 +198,7 @@ session() {
   exec 9<"$f"
   flock -x 9
   echo held
-  cat > /dev/null
+  while beat=$(timeout "$SESSION_SILENCE_S" dd bs=1 count=1 2>/dev/null) && [ -n "$beat" ]; do :; done
   rm -f -- "$f"
 }
 

@@ -17,9 +17,11 @@ def lines(doc: dict) -> list[str]:
         after = len(reform["hosts_after"])
         where = (f"; {one_line(reform['candidate'], 200)} went on from epoch {reform['epochs_done'] + 1}"
                  if reform.get("candidate") else "")
-        out.append(f"- {reform['at']}: generation {reform['generation']}, {', '.join(reform['lost'])} lost for good "
-                   f"({one_line(reform.get('why', ''), 300)}): {reform['workers_before']} → {after} hosts "
-                   f"({', '.join(reform['hosts_after'])}){where}.")
+        change = [f"{', '.join(reform['lost'])} lost for good ({one_line(reform.get('why', ''), 300)})"
+                  ] if reform["lost"] else []
+        change += [f"{', '.join(reform['joined'])} taken back"] if reform.get("joined") else []
+        out.append(f"- {reform['at']}: generation {reform['generation']}, {' and '.join(change)}: "
+                   f"{reform['workers_before']} → {after} hosts ({', '.join(reform['hosts_after'])}){where}.")
         size = after
     rule = ("each replica took a larger share of the same global batch" if section.get("batch") == "keep_global"
             else "each replica kept its batch and the learning rate was scaled with the global batch")

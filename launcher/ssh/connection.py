@@ -40,6 +40,7 @@ from launcher.ssh.fanout import fan_out
 from launcher.ssh.jump import Bastions, keyscan_via
 
 KEEPALIVE_S = 15
+HOLD_BEAT_S = 5.0            # a held command hears from us this often (the lease session gives up after 30 s: leases/host.sh)
 COMMAND_TIMEOUT_S = 120.0     # a remote command taking longer is wedged (ssh.command_timeout_s's default)
 TIMEOUT_STATUS = 124        # what `timeout` exits with when the bound passed
 SEND_POLL_S = 0.1           # how often a send waiting for the host's window checks `cancel`
@@ -72,6 +73,7 @@ class Connection:
         self._sftp: Optional[paramiko.SFTPClient] = None
         self._carrier: Optional[proxy.Stream] = None
         self._held: list[paramiko.Channel] = []     # commands held open (`hold`) until close
+        self._beating: Optional[threading.Thread] = None
         self.bytes_sent = 0
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -103,9 +105,15 @@ class Connection:
     @property
     def client(self) -> paramiko.SSHClient:
         self.check_cancel()
+        if self._client is not None and not self._alive():
+            self.close()            # its session ended (the host rebooted, a link dropped): connect again
         if self._client is None:
             self._client = self._connect()
         return self._client
+
+    def _alive(self) -> bool:
+        transport = self._client.get_transport() if self._client is not None else None
+        return transport is not None and transport.is_active()
 
     def _connect(self) -> paramiko.SSHClient:
         attempt = 0
@@ -264,10 +272,25 @@ class Connection:
 
     def hold(self, command: str | Sequence[str], ready: str) -> paramiko.Channel:
         """Start a command that lives as long as this connection (or until the channel returned is
-        closed): its stdin stays open, so a host-side `cat` in it ends when the connection does,
-        however the launcher ends (closed, killed, cut off). Returns once the command printed the
+        closed): its stdin stays open and hears a `.` every HOLD_BEAT_S, so a host-side reader
+        ends when the connection does, however the launcher ends (closed, killed), and when the
+        beat stops (cut off: sshd may not notice for hours). Returns once the command printed the
         line `ready` (within the command timeout); one that ends or says anything else is a RemoteError."""
-        return self._off_the_main_thread(lambda: self._hold(command, ready))
+        channel = self._off_the_main_thread(lambda: self._hold(command, ready))
+        if self._beating is None:
+            self._beating = threading.Thread(target=self._beat, name=f"tfcompose-beat-{self.host.name}", daemon=True)
+            self._beating.start()
+        return channel
+
+    def _beat(self) -> None:
+        """A `.` to every held command's stdin, every HOLD_BEAT_S, while any is held."""
+        while not self.cancel.wait(HOLD_BEAT_S) and self._held:
+            for channel in list(self._held):
+                try:
+                    channel.sendall(b".")
+                except (OSError, EOFError, paramiko.SSHException, socket.timeout):
+                    pass        # the host or the link is gone: the command there ends by the silence
+        self._beating = None
 
     def _hold(self, command, ready: str) -> paramiko.Channel:
         try:

@@ -92,6 +92,23 @@ def relay(group, plan: Plan, mirror: Mirror) -> None:
 
 def copy(group, plan: Plan, chief: Host, target: Host) -> Optional[int]:
     """The snapshot out of the chief and into the target's backup folder; bytes sent (None: too large)."""
+    return carry(group, chief, ["tar", "-C", backup_folder(plan, chief), "-cf", "-", SNAPSHOT],
+                 target, [backup_folder(plan, target), RECEIVED, SNAPSHOT])
+
+
+def hand_backups(group, plan: Plan, source: Host, target: Host) -> Optional[int]:
+    """A host's backups (every open trial's saves, its finished list, its history; not the chief's
+    state snapshot nor a mirror it holds) become another's own, in place of the older ones it kept
+    (a host taken back, or behind when a run resumes: stages/backups.py); bytes sent (None: too large)."""
+    mine = source.name
+    return carry(group, source, ["tar", "-C", f"{plan.run_dir(source)}/backup", "--exclude", f"{mine}/{SNAPSHOT}",
+                                 "--exclude", f"{mine}/{RECEIVED}", "-cf", "-", mine],
+                 target, [f"{plan.run_dir(target)}/backup", target.name, mine])
+
+
+def carry(group, source: Host, tar: list[str], target: Host, extract: list[str]) -> Optional[int]:
+    """A tar made on `source`, read whole here (at most MIRROR_MAX bytes), unpacked on `target` by
+    EXTRACT (folder, name it takes there, name inside the tar); bytes sent (None: too large)."""
     chunks, size, full = [], [0], threading.Event()
 
     def take(chunk: bytes) -> None:
@@ -100,10 +117,8 @@ def copy(group, plan: Plan, chief: Host, target: Host) -> Optional[int]:
             full.set()
         else:
             chunks.append(chunk)
-    group.conn(chief).stream(["tar", "-C", backup_folder(plan, chief), "-cf", "-", SNAPSHOT], on_output=take,
-                             stop=full)
+    group.conn(source).stream(tar, on_output=take, stop=full)
     if full.is_set():
         return None
-    group.conn(target).run(["sh", "-c", EXTRACT, "sh", backup_folder(plan, target), RECEIVED, SNAPSHOT],
-                           stdin=b"".join(chunks))
+    group.conn(target).run(["sh", "-c", EXTRACT, "sh", *extract], stdin=b"".join(chunks))
     return size[0]

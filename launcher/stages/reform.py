@@ -27,8 +27,10 @@ from launcher.ssh.group import Group
 from launcher.stages import push, render, start
 from launcher.stages.collect import fetch_log
 from launcher.stages.down import remove_containers, stop_all
-from launcher.stages.mirror import Mirror
-from launcher.stages.wait import SILENT, RunOutcome
+from launcher.stages.looks import host_progress
+from launcher.stages.mirror import MIRROR_MAX, Mirror, hand_backups
+from launcher.stages.elastic import SILENT
+from launcher.stages.wait import RunOutcome
 from launcher.runfiles import make_folder
 from trainer.spec.config import Reform
 
@@ -92,6 +94,73 @@ def reform(group: Group, plan: Plan, outcome: RunOutcome, runs_dir: Path) -> tup
     for host in after.cluster.hosts:
         group.reporter.stage(host.name, "running", f"generation {record.generation}")
     return survivors, after, None
+
+
+def take_back(whole: Group, first: Plan, plan: Plan, outcome: RunOutcome, runs_dir: Path
+              ) -> tuple[Optional[tuple[Group, Plan]], dict[str, str]]:
+    """elastic.rejoin: hosts lost by silence and answering again join the hosts training as the next
+    generation, at the epoch's end the chief just reported. Every container is stopped (a returning
+    host's old one too, still waiting with an old TF_CONFIG), the chief's backups are handed to the
+    returning hosts (theirs are older), and all start together. If the backups cannot be handed,
+    the hosts training before start again as they were. Returns the new group and plan (None: not
+    taken back this time) and the hosts left out for good, with why."""
+    back = tuple(first.cluster.host(name) for name in outcome.rejoining)
+    everyone = whole.narrowed(replace(plan.cluster, hosts=(*plan.cluster.hosts, *back)))
+    keep_logs(everyone, plan, runs_dir)
+    everyone.run("stop", lambda h, c: remove_containers(h, c, plan.cluster.name)).raise_if_failed()
+    record = joined_record(plan, list(outcome.rejoining), chief_progress(everyone, plan))
+    after = plan_mod.taken_back(plan, first, list(outcome.rejoining), record)
+    refused = handed(everyone, after, after.cluster.hosts[len(plan.cluster.hosts):])
+    if refused is not None:
+        start.start(whole.narrowed(plan.cluster), plan)         # the generation as it was, from its last save
+        return None, refused
+    everyone = whole.narrowed(after.cluster)
+    for host in outcome.rejoining:
+        everyone.reporter.warn(host, f"back: generation {record.generation} takes it back on "
+                                     f"{', '.join(record.hosts_after)}"
+                                     + (f", {record.candidate} from epoch {record.epochs_done + 1}" if record.candidate else ""))
+    push.push(everyone, render.render_cluster(after))
+    start.start(everyone, after)
+    for host in after.cluster.hosts:
+        everyone.reporter.stage(host.name, "running", f"generation {record.generation}")
+    return (everyone, after), {}
+
+
+def joined_record(plan: Plan, joining: list[str], seen) -> Reform:
+    """The re-form taking `joining` back, with where the chief's trial was when all stopped (`seen`:
+    its progress then; the hosts trained on between the look that called for it and the stop)."""
+    current = [h.name for h in plan.cluster.hosts]
+    record = Reform(generation=plan.elastic.generation + 1, at=dt.datetime.now(dt.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"), lost=[], joined=joining, hosts_after=[*current, *joining], workers_before=len(current))
+    return where_it_was(record, {current[0]: seen} if seen is not None else {})
+
+
+def chief_progress(group: Group, plan: Plan):
+    """The chief's newest progress document, or None (not readable: the record says less)."""
+    chief = plan.cluster.hosts[0]
+    try:
+        return host_progress(group.conn(chief), plan, chief)[0]
+    except Exception:       # noqa: BLE001  (where the trial was is a courtesy of the record)
+        return None
+
+
+def handed(group: Group, plan: Plan, returning) -> Optional[dict[str, str]]:
+    """The chief's backups to each returning host; None when all have them, else the hosts left out
+    for good (backups too large to relay) — a host that could not be reached now is tried again
+    later, said in its line."""
+    chief = plan.cluster.hosts[0]
+    for host in returning:
+        try:
+            sent = hand_backups(group, plan, chief, host)
+        except Exception as exc:         # noqa: BLE001  (the run goes on as it was; the next epoch's end tries again)
+            group.reporter.warn(host.name, f"not taken back yet: {chief.name}'s backups could not be handed to it "
+                                           f"({summary(exc)}); the others go on, and it is tried again later")
+            return {}
+        if sent is None:
+            why = f"{chief.name}'s backups are larger than {MIRROR_MAX >> 20} MiB, more than a rejoin relays"
+            group.reporter.warn(host.name, f"stays out of this run: {why}")
+            return {host.name: why}
+    return None
 
 
 def keep_logs(group: Group, plan: Plan, runs_dir: Path) -> None:

@@ -27,7 +27,7 @@ from launcher.image import stage as image
 from launcher.image.on_host import ImageOutcome
 from launcher.inventory.model import Cluster
 from launcher.ssh.group import Group
-from launcher.stages import hooks, links, preflight, push, reform, render, start, wait
+from launcher.stages import backups, hooks, links, preflight, push, elastic, reform, render, start, wait
 from launcher.leases import take as leases
 from launcher.stages.collect import collect_earlier, collect_into
 from launcher.tracking.outbox import live
@@ -74,6 +74,8 @@ def up(cluster: Cluster, reporter=None, parallel: Optional[int] = None, wait_for
             measured = plan_mod.measured(plan, matrix.slowest_mbit_s if matrix else None)
             pushed = push.push(group, render.render_cluster(measured), identities=render.render_cluster(plan))
             push.place_keys(group, plan)
+            if how == "resumed" and plan.elastic is not None:
+                backups.before_resume(group, plan)      # a host the run went on without kept older backups
             with held.start():
                 started = start.start(group, plan)
         for host in cluster.hosts:
@@ -93,23 +95,50 @@ def up(cluster: Cluster, reporter=None, parallel: Optional[int] = None, wait_for
 
 def follow(group: Group, plan, poll_s: float, runs_dir: Path, telemetry=None) -> tuple[Group, object, wait.RunOutcome]:
     """Wait for the run's end; under `elastic:`, each host lost for good on the way re-forms the
-    others as the next generation (their group and plan are the ones the run ends with)."""
+    others as the next generation, and with elastic.rejoin a host lost by silence that answers
+    again is taken back (their group and plan are the ones the run ends with)."""
+    whole, first, away = group, plan, {}            # away: each host lost so far, and why
     while True:
-        outcome = wait.wait_for_end(group, plan, poll_s)
+        outcome = wait.wait_for_end(group, plan, poll_s, away=elastic.Away.of(whole, first, away))
         say_mirror(group, plan, outcome.mirror)
-        if not outcome.lost_for_good:
+        if not (outcome.rejoining or outcome.lost_for_good):
             return group, plan, outcome
-        for host in outcome.lost_for_good:
-            if telemetry is not None:
-                telemetry.leave(host, "lost for good")
         try:
-            group, plan, ended = reform.reform(group, plan, outcome, runs_dir)
-        except TfcError as exc:         # the run ends failed, and is collected as such
-            lost = ", ".join(outcome.lost_for_good)
-            return group, plan, wait.RunOutcome(True, f"re-forming the cluster without {lost} failed: {summary(exc)}"
+            if outcome.rejoining:
+                group, plan, ended = take_back(whole, first, group, plan, outcome, runs_dir, away)
+            else:
+                group, plan, ended = go_on_without(group, plan, outcome, runs_dir, away, telemetry)
+        except TfcError as exc:         # every container was stopped on the way: the run ends failed, collected
+            return group, plan, wait.RunOutcome(True, f"{changing(outcome)} failed: {summary(exc)}"
                                                 f"{wait.resume_hint(plan)}", outcome.states)
         if ended is not None:
             return group, plan, ended
+
+
+def go_on_without(group: Group, plan, outcome: wait.RunOutcome, runs_dir: Path, away: dict, telemetry):
+    """The hosts left as the next generation (or the run's end, said)."""
+    for host, why in outcome.lost_for_good.items():
+        away[host] = why
+        if telemetry is not None:
+            telemetry.leave(host, "lost for good")
+    return reform.reform(group, plan, outcome, runs_dir)
+
+
+def take_back(whole: Group, first, group: Group, plan, outcome: wait.RunOutcome, runs_dir: Path, away: dict):
+    """The hosts answering again taken back as the next generation (or, not this time, as before)."""
+    taken, left_out = reform.take_back(whole, first, plan, outcome, runs_dir)
+    away.update(left_out)
+    if taken is None:
+        return group, plan, None
+    for host in outcome.rejoining:
+        away.pop(host, None)
+    return (*taken, None)
+
+
+def changing(outcome: wait.RunOutcome) -> str:
+    if outcome.rejoining:
+        return f"taking {', '.join(outcome.rejoining)} back"
+    return f"re-forming the cluster without {', '.join(outcome.lost_for_good)}"
 
 
 def say_mirror(group: Group, plan, kept) -> None:

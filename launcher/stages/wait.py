@@ -29,12 +29,12 @@ from launcher.ssh.group import Group
 from launcher.stages.down import stop_all
 from launcher.stages import mirror
 from launcher.stages.looks import Look, Looks, host_progress
+from launcher.stages.elastic import chief_at, elastic_hint, epoch_ended, lost_for_good, too_few, went_on_without
 from launcher.stages.mirror import Mirror
 from launcher.stages.status import HostStatus, program_error
 from launcher.text import clock, printable
 from trainer.spec.progress import Progress, SearchProgress
 
-SILENT = "silent for"        # how a host lost for good because it stopped answering is said
 BAD_INPUT = 2               # the trainer's exit code for input it refuses (trainer/spec/errors.py)
 SAME_ERROR = 3              # the image's runner: the program failed twice alike at its start (trainer/runner.py)
 
@@ -51,6 +51,7 @@ class RunOutcome:
     lost_for_good: dict = field(default_factory=dict)
     progress: dict = field(default_factory=dict)  # host → its last progress seen (where the trial was)
     mirror: Optional[Mirror] = None               # where the chief's state was last mirrored
+    rejoining: list = field(default_factory=list)  # elastic.rejoin (not an end): lost hosts to take back now
 
 
 # --- the rules ------------------------------------------------------------------------------------
@@ -111,19 +112,6 @@ def lost(answered_at: dict[str, float], hosts: list[str], since: float, now: flo
     return [h for h in hosts if now - answered_at.get(h, since) > limit]
 
 
-def lost_for_good(answered_at: dict[str, float], failing_since: dict[str, float], hosts: list[str], since: float,
-                  now: float, limit: float) -> dict[str, str]:
-    """Elastic: the hosts silent, or failing for good (failing_since), for more than `limit` s, each
-    with why."""
-    found = {}
-    for host in hosts:
-        if now - answered_at.get(host, since) > limit:
-            found[host] = f"{SILENT} {now - answered_at.get(host, since):.0f} s"
-        elif host in failing_since and now - failing_since[host] > limit:
-            found[host] = f"its trainer failed for good {now - failing_since[host]:.0f} s ago"
-    return found
-
-
 def failing(states: dict[str, HostStatus], retries: int, since: dict[str, float], now: float) -> dict[str, float]:
     """Since when each host has been failing for good (a host that recovers is forgotten)."""
     return {n: since.get(n, now) for n, st in states.items() if final_failure(st, retries)}
@@ -145,10 +133,11 @@ def deadline(run, elapsed: float, missing: Optional[list[str]], ports: dict[str,
 
 # --- the loop -------------------------------------------------------------------------------------
 
-def wait_for_end(group: Group, plan: Plan, poll_s: float = 2.0, act: bool = True) -> RunOutcome:
+def wait_for_end(group: Group, plan: Plan, poll_s: float = 2.0, act: bool = True, away=None) -> RunOutcome:
     """Until the run finishes (the chief exits 0) or fails; on failure every container of the
-    cluster is stopped (act=False, for `watch`: only reported)."""
-    watch = Watch(plan, time.monotonic())
+    cluster is stopped (act=False, for `watch`: only reported). `away`: an elastic run's hosts lost
+    by silence (elastic.Away), any of which may be taken back at an epoch's end."""
+    watch = Watch(plan, time.monotonic(), away)
     looks = Looks(group, plan, timeout_s=watch.limit)
     while True:
         found = looks.round()
@@ -170,8 +159,9 @@ class Watch:
     """What the loop remembers between looks: when each host last answered, which lost hosts the
     queue was told of, whether a `run:` program's hosts joined."""
 
-    def __init__(self, plan: Plan, started: float):
-        self.plan, self.started = plan, started
+    def __init__(self, plan: Plan, started: float, away=None):
+        self.plan, self.started, self.away = plan, started, away
+        self.chief_at: Optional[tuple] = None
         self.retries = plan.cluster.spec.defaults.restart_retries
         self.joined = plan.cluster.spec.run is None
         self.answered_at: dict[str, float] = {}
@@ -184,7 +174,11 @@ class Watch:
         self.mirror = Mirror()
 
     def see(self, answered_at: dict[str, float], now: float, found: Optional[dict] = None) -> None:
-        self.now, self.answered_at = now, dict(answered_at)
+        # A host that answered in this round answered now: the round may have waited WAIT_S for a
+        # silent host, and that wait is no silence of the others (with elastic.lost_after_s under
+        # WAIT_S it once made every host look lost).
+        fresh = {name: now for name, look in (found or {}).items() if getattr(look, "answered", False)}
+        self.now, self.answered_at = now, {**answered_at, **fresh}
         states = {name: look.status for name, look in (found or {}).items()}
         self.failing_since = failing(states, self.retries, self.failing_since, now)
         self.progress.update({name: look.progress for name, look in (found or {}).items() if look.progress})
@@ -203,12 +197,13 @@ class Watch:
             return finish(group, plan, states, self.gone, act)
         failures = [f for f in first_failures(states, self.retries) if f.host in essential(plan, [f.host])]
         if failures and not (act and self.carries_on(states)):
-            return fail_fast(group, failures, list(states.values()), act, plan)
+            return fail_fast(group, failures, list(states.values()), act, plan, too_few(plan, len(self.healthy(states))))
         if self.elastic is not None and act:         # `up --wait` re-forms; `watch` only reports
             lost = lost_for_good(self.answered_at, self.failing_since, [h.name for h in plan.cluster.hosts],
                                  self.started, self.now, self.elastic.lost_after_s)
+            back = [] if lost else self.coming_back(group)
             return RunOutcome(False, "", list(states.values()), lost_for_good=lost, progress=self.progress,
-                              mirror=self.mirror) if lost else None
+                              mirror=self.mirror, rejoining=back) if lost or back else None
         gone = essential(plan, self.gone)
         if gone:
             stopped = (list(stop_all(group).succeeded) or ["none: no host answered"]) if act else ["none: watching"]
@@ -224,31 +219,25 @@ class Watch:
             return RunOutcome(True, f"stopped every container of the cluster: {overdue}", list(states.values()))
         return None
 
+    def coming_back(self, group: Group) -> list[str]:
+        """Elastic: the hosts lost by silence to take back now, at the end of an epoch (elastic.py)."""
+        if self.away is None:
+            return []
+        self.away.see(self.now)
+        where = chief_at(self.progress.get(self.plan.cluster.chief.name))
+        boundary, self.chief_at = epoch_ended(self.chief_at, where), where
+        return self.away.coming_back(group.reporter, self.plan.elastic.reforms, self.now, boundary)
+
     def carries_on(self, states: dict[str, HostStatus]) -> bool:
         """Elastic: some host still answers and trains (or restarts), so a host that failed for good
         may be left behind rather than end the run."""
         if self.elastic is None:
             return False
-        healthy = [n for n, st in states.items() if not final_failure(st, self.retries) and n not in self.gone]
+        healthy = self.healthy(states)
         return bool(healthy) and self.elastic.min_hosts <= len(healthy)
 
-
-def went_on_without(plan: Plan) -> str:
-    """An elastic run's re-forms, said where it ends."""
-    reforms = plan.elastic.reforms if plan.elastic is not None else []
-    if not reforms:
-        return ""
-    lost = [host for reform in reforms for host in reform.lost]
-    return (f"; the run went on without {', '.join(lost)} ({len(reforms)} re-form(s); generation "
-            f"{reforms[-1].generation} on {', '.join(reforms[-1].hosts_after)})")
-
-
-def elastic_hint(plan: Plan) -> str:
-    """Said when a sync run ends because one host is gone: the run could have gone on without it."""
-    if plan.parallel or plan.cluster.spec.run is not None or plan.elastic is not None:
-        return ""
-    return ("; with an `elastic:` section in the inventory the other hosts would go on without it "
-            "(docs: Losing a host)")
+    def healthy(self, states: dict[str, HostStatus]) -> list[str]:
+        return [n for n, st in states.items() if not final_failure(st, self.retries) and n not in self.gone]
 
 
 def tell_queue(group: Group, plan: Plan, watch: Watch, states: dict[str, HostStatus]) -> None:
@@ -336,7 +325,7 @@ def closed_ports(group: Group, timeout: Optional[float] = None) -> list[str]:
 
 
 def fail_fast(group: Group, failures: list[HostStatus], states: list, act: bool = True,
-              plan: Optional[Plan] = None) -> RunOutcome:
+              plan: Optional[Plan] = None, note: str = "") -> RunOutcome:
     failed = failures[0]
     host = group.cluster.host(failed.host)
     tail = ""
@@ -353,7 +342,7 @@ def fail_fast(group: Group, failures: list[HostStatus], states: list, act: bool 
     return RunOutcome(True, f"{failed.host} failed ({detail}, after {failed.restarts} restart(s))"
                             + (f": {error}" if error else "") + f"{then}; "
                             + ("stopped every container of the cluster" if act else "the others were left running")
-                            + resume_hint(plan) + (elastic_hint(plan) if plan is not None else "")
+                            + note + resume_hint(plan) + (elastic_hint(plan) if plan is not None else "")
                             + f". Last lines of {failed.host}'s log:\n  "
                             + "\n  ".join(last_lines(tail)), states)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -87,7 +88,8 @@ def apt_state(host) -> str:
 
 
 @pytest.mark.timeout(1500)
-def test_two_bare_hosts_are_made_ready_by_one_command_then_train_together(lab, tmp_path, capsys, digits, trainer_image):
+def test_two_bare_hosts_are_made_ready_by_one_command_then_train_together(lab, tmp_path, capsys, digits, trainer_image,
+                                                                          engine_template):
     b0, b1 = lab.hosts[:2]
     inv = inventory(lab, tmp_path, [b0, b1], image=trainer_image, base_image="tf-offline-base:cpu",
                     dataset_source=str(digits), defaults={"data_dir": "/srv/digits"},
@@ -113,10 +115,18 @@ def test_two_bare_hosts_are_made_ready_by_one_command_then_train_together(lab, t
         assert host.docker_ok() and host.installed("docker.io") and host.installed("docker-compose")
         assert host.sh("su admin -c 'docker compose version --short'").stdout.startswith("2.")
         assert host.sh("stat -c %U /opt/tfcompose /srv/digits").stdout.split() == ["admin", "admin"]
+        # The engines bootstrap installed get the trainer image as the lab's engines do (shipping
+        # it whole into empty engines is test_cluster's and the relay lab's to check): the engine
+        # restarted with its data root replaced, and the user's access through the group checked again.
+        host.preload(engine_template)
+        assert host.docker_ok()
 
     runs = tmp_path / "runs"
     code, out, err = cli(capsys, "up", "-i", str(inv), "--wait", "--runs", str(runs))
     assert code == 0, out + err
+    # the image there already, or only its code layer shipped (when this checkout's differs from the template's)
+    assert all(re.search(rf"^{host}: image \((present, 0 B|shipped 1/\d+ layers, [\d,]+ B)\)$", out, re.M)
+               for host in ("b0", "b1")), out
     name = yaml.safe_load(inv.read_text())["cluster"]
     doc = json.loads((runs / name / "latest" / "results.json").read_text())
     assert doc["workers"] == 2 and doc["candidates"][0]["candidate"] == "small_cnn"

@@ -239,6 +239,18 @@ class BareHost:
         """`docker info` works for the SSH user (in the docker group, the engine up)."""
         return self.sh(f"su {self.user} -c 'docker info' >/dev/null 2>&1", check=False).returncode == 0
 
+    def preload(self, template: Path) -> None:
+        """The engine bootstrap installed, given the images of the run's engine template (its data
+        root replaced while it is stopped): `up` then finds the trainer image there, as on a lab
+        engine, instead of loading 3 GB into it (what the relay and cluster tests check)."""
+        from support.engine import seed
+        self.sh("systemctl stop docker")
+        data = self.folder / "docker"
+        for name in ("overlay2", "image"):
+            shutil.rmtree(data / name, ignore_errors=True)
+        seed(template, data)
+        self.sh("systemctl start docker")
+
     def installed(self, package: str) -> bool:
         return self.sh(f"dpkg-query -W -f='${{db:Status-Abbrev}}' {package} 2>/dev/null | grep -q '^ii'",
                        check=False).returncode == 0

@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -229,7 +230,28 @@ def snapshot() -> dict:
         done = subprocess.run(["docker", *argv], capture_output=True, text=True, timeout=120)
         return sorted(set(done.stdout.split()))
     return {"images": listed("images", "-aq", "--no-trunc"), "volumes": listed("volume", "ls", "-q"),
-            "networks": listed("network", "ls", "-q"), "disk_used": shutil.disk_usage("/").used}
+            "networks": listed("network", "ls", "-q"), "disk_used": shutil.disk_usage("/").used,
+            "tmp": temp_files()}
+
+
+# What TensorFlow (autograph's generated sources) and the trainer (a worker's throw-away results
+# folder) leave in the system's temporary folder when their process is killed before it tidies up.
+TEMP_NAMES = re.compile(r"__autograph_generated_file\w+\.py|tfcompose-worker-\w+")
+
+
+def temp_files() -> list[str]:
+    """The system temporary folder's entries named as the run's processes name theirs."""
+    return sorted(p.name for p in Path("/tmp").iterdir() if TEMP_NAMES.fullmatch(p.name))
+
+
+def own_temp(root: Path) -> Path:
+    """The run's temporary folder, named in TMPDIR for every process the run starts (the lanes,
+    the launchers and trainers they run): what those processes leave there goes with the root."""
+    folder = root / "tmp"
+    folder.mkdir(exist_ok=True)
+    os.environ["TMPDIR"] = str(folder)
+    tempfile.tempdir = None                  # computed again from TMPDIR
+    return folder
 
 
 def suite_tag(tag: str) -> bool:
@@ -263,6 +285,7 @@ def leftovers(root: Path, before: dict) -> list[str]:
     found += [f"network namespace {name}" for name in namespaces_left(root)]
     found += [f"container {cid[:12]}" for cid in containers_of(root)]
     found += [f"image {image.replace('sha256:', '')[:12]}" for image in new_images(before)]
+    found += [f"/tmp/{name}" for name in sorted(set(temp_files()) - set(before.get("tmp", [])))]
     after = snapshot()
     for kind in ("volumes", "networks"):
         found += [f"docker {kind[:-1]} {item[:12]}" for item in sorted(set(after[kind]) - set(before[kind]))]
@@ -307,6 +330,7 @@ class RunKeeper:
     def __init__(self, config) -> None:
         self.cleared = sweep()
         self.root = start_run()
+        own_temp(self.root)
         if not config.option.basetemp:
             config.option.basetemp = str(self.root / "t")
         self.before = snapshot()

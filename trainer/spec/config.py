@@ -213,13 +213,15 @@ class Reform(_Strict):
     """The cluster's generation after this re-form (the first cluster is generation 0)."""
     at: str = field(..., expected="a UTC time like 2026-11-28T05:00:00Z", pattern=r"^[0-9]{4}-[0-9-]{5}T[0-9:]{8}Z$")
     """When the launcher decided the host was lost (UTC)."""
-    lost: List[HOST_NAME] = field(..., expected="a list of host names", min_length=1, max_length=256)
-    """The hosts left behind."""
+    lost: List[HOST_NAME] = field(..., expected="a list of host names", max_length=256)
+    """The hosts left behind (none when the re-form took a host back)."""
+    joined: List[HOST_NAME] = field([], expected="a list of host names", max_length=256)
+    """The hosts taken back (elastic.rejoin): lost earlier, answering again."""
     why: str = field("", expected="text of at most 300 characters", max_length=300, pattern=r"^[^\x00-\x1f\x7f]*$")
     """Why each was judged lost (silent, or failing for good, and for how long)."""
     hosts_after: List[HOST_NAME] = field(..., expected="a list of host names", min_length=1, max_length=256)
     """The hosts that went on, the chief first."""
-    workers_before: StrictIntT = field(..., expected="an integer ≥ 2", ge=2, le=256)
+    workers_before: StrictIntT = field(..., expected="an integer ≥ 1", ge=1, le=256)
     """The hosts training together before the loss."""
     candidate: str = field("", expected="a trial's name", max_length=1000, pattern=r"^[^\x00-\x1f\x7f]*$")
     """The trial in training when the host was lost ("" between trials)."""

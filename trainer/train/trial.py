@@ -228,7 +228,8 @@ def confusion_matrix(model: tf.keras.Model, val: tf.data.Dataset, classes: int) 
 
 def trial_callbacks(trial: Trial, cfg: TrainConfig, strategy, backups: Path, out: Path, progress, extra=(),
                     chief: bool = False) -> list:
-    backup = OwnCopyBackupAndRestore(str(backups / safe_name(trial.name)), strategy)
+    backup = OwnCopyBackupAndRestore(str(backups / safe_name(trial.name)), strategy,
+                                     lambda line: progress.log(f"[{progress.task}] {trial.name}: {line}"))
     stop = [tf.keras.callbacks.EarlyStopping(monitor="val_accuracy", mode="max", patience=cfg.search.patience,
                                              restore_best_weights=True)] if cfg.search.patience else []
     first = FirstStepLog(trial.name, progress.task, progress.log)

@@ -54,12 +54,13 @@ def looked(folder: Path, user: str | None = None) -> lf.Folder:
 class Session:
     """A launcher's session on the host: alive while its stdin (the SSH channel) stays open."""
 
-    def __init__(self, folder: Path, sid: str, user: str | None = None):
+    def __init__(self, folder: Path, sid: str, user: str | None = None, silence_s: int | None = None):
         command = leases.host_command("session", str(folder), sid)
         if user:
             command = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *command]
+        env = {**os.environ, **({"TFC_SESSION_SILENCE_S": str(silence_s)} if silence_s else {})}
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     start_new_session=True)
+                                     start_new_session=True, env=env)
         self.said = self.proc.stdout.readline().decode().strip()
 
     def end(self) -> None:
@@ -76,6 +77,19 @@ def test_a_session_makes_a_folder_everyone_writes_and_ends_with_its_launcher(tmp
     session.end()
     assert not (folder / ("a" * 16 + ".session")).exists()
     assert looked(folder).sessions == {}
+
+
+def test_a_session_lives_on_its_launchers_heartbeat_and_ends_when_it_stops_though_its_stdin_stays_open(tmp_path):
+    # A launcher cut off from the host (a link down when it ended): sshd may not notice for hours,
+    # and the next `up` of the cluster would be refused as long ("another `up` … is at work").
+    session = Session(tmp_path, "d" * 16, silence_s=1)
+    for _ in range(8):                                   # 2 s of beats: alive throughout
+        session.proc.stdin.write(b".")
+        session.proc.stdin.flush()
+        time.sleep(0.25)
+    assert session.proc.poll() is None and looked(tmp_path).sessions == {"d" * 16: True}
+    assert session.proc.wait(10) == 0                    # then silence, its stdin still open: it ends
+    assert looked(tmp_path).sessions == {}
 
 
 def test_a_session_whose_processes_were_killed_is_dead_though_its_file_is_left(tmp_path):

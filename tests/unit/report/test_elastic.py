@@ -21,3 +21,12 @@ def test_the_mark_sits_between_the_last_epoch_kept_and_the_first_trained_again_o
     doc = {"elastic": {"batch": "keep_global", "workers_at_start": 3, "reforms": [REFORM]}}
     assert elastic.marks(doc, "small_cnn") == [(2.5, "3→2 hosts")]
     assert elastic.marks(doc, "deep_cnn") == [] and elastic.marks({}, "small_cnn") == []
+
+
+def test_a_host_taken_back_is_said_as_such_and_the_run_ends_on_the_hosts_after_it():
+    back = {"generation": 2, "at": "2026-11-28T05:03:00Z", "lost": [], "joined": ["h2"], "why": "",
+            "hosts_after": ["h0", "h1", "h2"], "workers_before": 2, "candidate": "small_cnn", "epochs_done": 5}
+    doc = {"elastic": {"batch": "keep_global", "workers_at_start": 3, "reforms": [REFORM, back]}}
+    text = "\n".join(elastic.lines(doc))
+    assert "generation 2, h2 taken back: 2 → 3 hosts (h0, h1, h2); small_cnn went on from epoch 6." in text
+    assert "the run ended on 3 host(s)" in text and elastic.marks(doc, "small_cnn")[1] == (5.5, "2→3 hosts")

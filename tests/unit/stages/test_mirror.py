@@ -2,9 +2,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from launcher import plan as plan_mod
+from launcher.errors import RemoteError
 from launcher.ssh.connection import Result
 from launcher.stages import mirror
 from support.builders import cluster
@@ -65,3 +71,41 @@ def test_a_failed_relay_is_a_warning_and_the_next_look_tries_again():
     conns["h1"].answer = lambda cmd: Result(0, "", "")
     mirror.relay(group, plan, kept)
     assert kept.holds("h1")
+
+
+def here(name: str) -> FakeConnection:
+    """A host whose commands run on this machine, for real (tar and the extract script)."""
+    def answer(cmd):
+        done = subprocess.run(cmd, input=conn.stdin[-1], capture_output=True)
+        return Result(done.returncode, done.stdout.decode(), done.stderr.decode())
+    conn = FakeConnection(answer, host=name, output=lambda cmd: subprocess.run(cmd, capture_output=True).stdout)
+    return conn
+
+
+def test_a_returning_host_takes_the_chiefs_backups_in_place_of_its_own_but_not_its_state_or_mirror(tmp_path):
+    plan = plan_mod.make(cluster(3, elastic={"min_hosts": 1}))
+    plan = replace(plan, cluster=replace(plan.cluster, hosts=tuple(replace(h, bundle_dir=str(tmp_path / h.name))
+                                                                   for h in plan.cluster.hosts)))
+    h0, _, h2 = plan.cluster.hosts
+    mine = Path(mirror.backup_folder(plan, h0))
+    for rel, text in {"small_cnn#002/chief/checkpoint": "ckpt-4", "search_state.json": "{}",
+                      "history/small_cnn#002.csv": "epoch\n1\n", "chief-state/study.db": "S", "chief-mirror/x": "M"}.items():
+        (mine / rel).parent.mkdir(parents=True, exist_ok=True)
+        (mine / rel).write_text(text)
+    old = Path(mirror.backup_folder(plan, h2))
+    (old / "small_cnn#002/chief").mkdir(parents=True)
+    (old / "small_cnn#002/chief/checkpoint").write_text("ckpt-1")          # from before it was lost
+    conns = {"h0": here("h0"), "h2": here("h2")}
+    group = SimpleNamespace(conn=lambda h: conns[h.name])
+
+    assert mirror.hand_backups(group, plan, h0, h2) > 0
+    held = sorted(str(p.relative_to(old)) for p in old.rglob("*") if p.is_file())
+    assert held == ["history/small_cnn#002.csv", "search_state.json", "small_cnn#002/chief/checkpoint"]
+    assert (old / "small_cnn#002/chief/checkpoint").read_text() == "ckpt-4"
+    assert sorted(p.name for p in old.parent.iterdir()) == ["h2"]      # no temporary folder left beside it
+
+    conns["h0"].output = lambda cmd: b"not a tar"                       # a relay cut short: its own kept whole
+    (mine / "small_cnn#002/chief/checkpoint").write_text("ckpt-5")
+    with pytest.raises(RemoteError, match="h2"):
+        mirror.hand_backups(group, plan, h0, h2)
+    assert (old / "small_cnn#002/chief/checkpoint").read_text() == "ckpt-4"

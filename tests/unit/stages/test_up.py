@@ -73,6 +73,7 @@ def stages(monkeypatch):
     monkeypatch.setattr(up_mod, "sampling", lambda *a: contextlib.nullcontext())
     monkeypatch.setattr(up_mod, "collect_into", step("collect"))
     monkeypatch.setattr(up_mod.hooks, "after_run", step("hook", ""))
+    monkeypatch.setattr(up_mod.elastic.Away, "of", lambda *a: None)
     return SimpleNamespace(seen=seen, fail=fail)
 
 
@@ -136,3 +137,35 @@ def test_an_elastic_loss_re_forms_and_waits_again_and_a_re_form_that_fails_ends_
     with pytest.raises(ClusterFailed, match="re-forming the cluster without h1 failed: .*h2"):
         up_mod.up(elastic, wait_for_end=True)
     assert stages.seen[-3:] == ["collect", "hook", "leases.release"]
+
+
+def test_a_host_lost_by_silence_is_looked_at_while_the_run_goes_on_and_taken_back_when_it_answers(stages, monkeypatch):
+    lost = wait.RunOutcome(False, "", lost_for_good={"h1": "silent for 46 s", "h2": "its trainer failed for good 50 s ago"})
+    back = wait.RunOutcome(False, "", rejoining=["h1"])
+    ends = iter([lost, back, back, wait.RunOutcome(False, "chief h0 finished (exit 0)")])
+    monkeypatch.setattr(up_mod.wait, "wait_for_end", lambda *a, **k: next(ends))
+    monkeypatch.setattr(up_mod.reform, "reform", lambda group, plan, outcome, runs: (group, plan, None))
+    away = []
+    monkeypatch.setattr(up_mod.elastic.Away, "of", lambda group, first, lost: away.append(dict(lost)))
+    tries = iter([False, True])            # not yet (the chief's backups unreadable), then taken
+    monkeypatch.setattr(up_mod.reform, "take_back", lambda whole, first, plan, outcome, runs: (
+        (whole, plan) if next(tries) else None, {}))
+    up_mod.up(cluster(3, elastic={"min_hosts": 1, "rejoin": True}), wait_for_end=True)
+    assert away[0] == {} and away[1] == away[2] == {"h1": "silent for 46 s", "h2": "its trainer failed for good 50 s ago"}
+    assert away[3] == {"h2": "its trainer failed for good 50 s ago"}        # h1 back: no longer looked at
+    assert stages.seen[-3:] == ["collect", "hook", "leases.release"]
+
+    monkeypatch.setattr(up_mod.wait, "wait_for_end", lambda *a, **k: back)
+    monkeypatch.setattr(up_mod.reform, "take_back", lambda *a: (_ for _ in ()).throw(RemoteError("h2", reason="gone")))
+    with pytest.raises(ClusterFailed, match="taking h1 back failed: .*h2"):
+        up_mod.up(cluster(3, elastic={"min_hosts": 1, "rejoin": True}), wait_for_end=True)
+
+
+def test_an_elastic_run_resumed_brings_every_hosts_backups_up_to_the_newest_before_it_starts(stages, monkeypatch):
+    monkeypatch.setattr(up_mod.runs, "choose", lambda *a: ("20261128-080000-3f2a1b2c", "resumed"))
+    monkeypatch.setattr(up_mod.backups, "before_resume", lambda group, plan: stages.seen.append("backups"))
+    up_mod.up(cluster(3, elastic={"min_hosts": 2}))
+    assert stages.seen.index("push.place_keys") < stages.seen.index("backups") < stages.seen.index("start")
+    stages.seen.clear()
+    up_mod.up(cluster(3))                               # not elastic: every host's backups are at one epoch
+    assert "backups" not in stages.seen

@@ -125,12 +125,7 @@ def test_a_program_that_failed_twice_alike_at_its_start_ends_the_wait_and_shows_
                                                     "(restarts 1)")]
 
 
-def test_elastic_a_host_silent_or_failing_past_elastic_lost_after_s_is_lost_for_good():
-    hosts = ["h0", "h1", "h2"]
-    lost = wait.lost_for_good({"h0": 100.0, "h1": 40.0, "h2": 100.0}, {"h2": 80.0}, hosts, 0.0, 101.0, 45)
-    assert lost == {"h1": "silent for 61 s"}
-    lost = wait.lost_for_good({"h0": 130.0, "h1": 130.0, "h2": 130.0}, {"h2": 80.0}, hosts, 0.0, 131.0, 45)
-    assert lost == {"h2": "its trainer failed for good 51 s ago"}
+def test_a_host_is_failing_since_it_first_failed_for_good_and_forgotten_once_well():
     since = wait.failing({"h1": st("h1", "exited", 1), "h2": st("h2", "running")}, 0, {"h1": 5.0}, 9.0)
     assert since == {"h1": 5.0}                                 # since it first failed; h2 is well
     assert wait.failing({"h1": st("h1", "running")}, 0, {"h1": 5.0}, 9.0) == {}
@@ -148,11 +143,51 @@ def test_elastic_a_worker_that_fails_for_good_waits_for_the_re_form_but_every_ho
     assert not outcome.failed and list(outcome.lost_for_good) == ["h2"]
     everyone = {n: st(n, "exited", 2) for n in states}               # the trainer refuses its input everywhere
     assert wait.Watch(plan, 0.0).carries_on(everyone) is False
+    two_failed = {"h0": st("h0", "running"), "h1": st("h1", "exited", 137), "h2": st("h2", "exited", 137)}
+    watch = wait.Watch(plan, 0.0)
+    assert not watch.carries_on(two_failed) and watch.healthy(two_failed) == ["h0"]
 
 
-def test_without_elastic_a_sync_run_that_loses_a_host_says_elastic_exists():
-    sync = plan_mod.make(cluster(2))
-    assert "`elastic:`" in wait.elastic_hint(sync)
-    assert wait.elastic_hint(plan_mod.make(cluster(3, elastic={"min_hosts": 2}))) == ""
-    par = plan_mod.make(cluster(train={"search": {"mode": "parallel"}, "candidates": ["small_cnn", "deep_cnn"]}))
-    assert wait.elastic_hint(par) == ""
+class Returning:
+    """A stand-in for returning.Away: h2 answers again and may come back at an epoch's end."""
+
+    def __init__(self):
+        self.asked = []
+
+    def see(self, now):
+        pass
+
+    def coming_back(self, reporter, reforms, now, boundary):
+        self.asked.append(boundary)
+        return ["h2"] if boundary else []
+
+
+def test_elastic_a_returning_host_ends_the_wait_only_when_the_chief_has_just_finished_an_epoch():
+    from trainer.spec.progress import Progress
+    plan = plan_mod.make(cluster(2, elastic={"min_hosts": 1, "rejoin": True}))
+    away = Returning()
+    watch = wait.Watch(plan, 0.0, away)
+    states = {"h0": st("h0", "running"), "h1": st("h1", "running")}
+    group = type("G", (), {"reporter": None})()
+
+    def look(epoch):
+        seen = Progress("worker:0", 1, 1, "small_cnn#001", epoch, 12, 2.0, 500.0, 0.5, 0.8, 0.6, 0.7, 0, 0.0)
+        watch.see({"h0": 1.0, "h1": 1.0}, 1.0, {n: type("Look", (), {"status": s, "progress": seen})()
+                                                for n, s in states.items()})
+        return watch.ending(group, states, act=True)
+    assert look(3) is None and look(3) is None            # the first look, then the same epoch
+    outcome = look(4)
+    assert outcome.rejoining == ["h2"] and not outcome.failed and outcome.lost_for_good == {}
+    assert away.asked == [False, False, True]
+    assert wait.Watch(plan, 0.0).coming_back(group) == []            # nobody away: nothing looked at
+
+
+def test_a_host_that_answered_in_this_round_is_not_silent_however_long_the_round_waited_for_another():
+    # A round waits up to looks.WAIT_S (10 s) for a silent host: the others answered at its start.
+    plan = plan_mod.make(cluster(3, elastic={"min_hosts": 1, "lost_after_s": 8}))
+    watch = wait.Watch(plan, 0.0)
+    states = {n: st(n, "running") for n in ("h0", "h1", "h2")}
+    found = {n: type("Look", (), {"status": s, "progress": None, "answered": n != "h2"})() for n, s in states.items()}
+    watch.see({"h0": 100.5, "h1": 100.5, "h2": 91.0}, 110.5, found)
+    outcome = watch.ending(None, states, act=True)
+    assert outcome is not None and list(outcome.lost_for_good) == ["h2"]

@@ -102,6 +102,8 @@ def test_a_parallel_host_tells_the_chief_when_its_trial_ran_and_nothing_it_measu
 # raised a TypeError in the report, a missing `best` a KeyError in `track` after the trials were sent).
 REFORM = {"generation": 1, "at": "2026-11-28T05:00:00Z", "lost": ["h2"], "why": "h2: silent for 46 s",
           "hosts_after": ["h0", "h1"], "workers_before": 3, "candidate": "small_cnn", "epochs_done": 2}
+BACK = {**REFORM, "generation": 2, "lost": [], "joined": ["h2"], "why": "", "hosts_after": ["h0", "h1", "h2"],
+        "workers_before": 2}           # a host taken back (elastic.rejoin)
 WRONG = [
     ("best", None, "best"), ("best", "t", "best"), ("best", {"val_accuracy": 0.5}, "best.candidate"),
     ("best", {"candidate": "nobody", "val_accuracy": 0.5}, "best.candidate"),
@@ -121,6 +123,7 @@ WRONG = [
     ("elastic", {"batch": "keep_global", "workers_at_start": 3, "reforms": [{"generation": 1}]}, "elastic"),
     ("elastic", {"batch": "keep_global", "workers_at_start": 3, "reforms": [{**REFORM, "lost": ["../h1"]}]}, "elastic"),
     ("elastic", {"batch": "keep_global", "workers_at_start": 3, "reforms": [{**REFORM, "why": "\x1b[2J"}]}, "elastic"),
+    ("elastic", {"batch": "keep_global", "workers_at_start": 3, "reforms": [{**REFORM, "joined": ["h 2"]}]}, "elastic"),
 ]
 WRONG_IN_A_TRIAL = [
     ("candidate", "", "candidate"), ("candidate", 7, "candidate"), ("val_accuracy", 1e308, "val_accuracy"),
@@ -143,7 +146,7 @@ WRONG_IN_A_TRIAL = [
 @pytest.mark.parametrize("key, value, named", WRONG, ids=[f"{k}={v!r}"[:40] for k, v, _ in WRONG])
 def test_every_field_a_reader_uses_is_checked_in_the_document(key, value, named):
     good = document(record("t", 0.5), workers=2, replicas=2, restarts=0, mode="sync", started="2026-11-20T10:00:00",
-                    elastic={"batch": "keep_global", "workers_at_start": 3, "reforms": [REFORM]},
+                    elastic={"batch": "keep_global", "workers_at_start": 3, "reforms": [REFORM, BACK]},
                     finished="2026-11-20T10:05:00", tensorflow="2.21.0", precision="float32", class_names=["AD", "CN"],
                     images={"train": 10, "val": 4}, skipped_images={"count": 0, "files": []},
                     search={"sampler": "tpe", "pruner": "asha", "trials": 1, "reduction_factor": 3, "max_epochs": 2,
