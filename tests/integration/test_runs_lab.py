@@ -198,7 +198,7 @@ def test_a_chief_killed_mid_run_is_collected_as_failed_and_the_next_up_resumes_i
     assert cli(capsys, "down", "-i", str(inv))[0] == 0
 
 
-EPOCHS = 24
+EPOCHS = 20
 
 
 def sync_inventory(lab: Lab, folder: Path, digits: Path, image: str) -> tuple[str, Path]:
@@ -303,7 +303,8 @@ def test_an_elastic_sync_run_loses_a_worker_takes_it_back_loses_its_chief_stops_
     history = (folder / "history" / "small_cnn.csv").read_text().splitlines()
     assert [int(row.split(",")[0]) for row in history[1:]] == list(range(1, EPOCHS + 1))   # every row, whoever trained it
     logs = folder / "logs"
-    ready = {path.name: re.findall(r"cluster ready: (\d) worker", path.read_text()) for path in logs.iterdir()}
+    # the size each generation's log says last (a container Docker restarted says it again)
+    ready = {path.name: re.findall(r"cluster ready: (\d) worker", path.read_text())[-1:] for path in logs.iterdir()}
     assert ready["h1.attempt-1.log"] == ["3"] and ready["h1.attempt-2.log"] == ["2"], ready
     assert ready["h1.attempt-3.log"] == ["3"] and ready["h1.attempt-4.log"] == ["2"] and ready["h1.log"] == ["3"], ready
     assert "chief now: took h0's state" in (logs / "h1.attempt-4.log").read_text()

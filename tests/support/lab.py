@@ -101,6 +101,12 @@ class Lab:
     engine_group: str | None = None    # the group that may use the engines' sockets (dockerd -G)
     template: Path | None = None       # engines start with this data root's images (support/engine.py)
 
+    @property
+    def tf_port(self) -> int:
+        """The hosts' TensorFlow port, the lab's own: two labs whose h0 is this machine (local_first)
+        may train at once in one namespace, and an elastic run takes the ports above it too."""
+        return 47001 + 16 * (int(self.subnet.rsplit(".", 1)[1]) % 256)
+
     def __post_init__(self):
         self.subnet, self.tag = own_subnet(self.subnet), own_tag(self.tag)
         self.root_dir = test_root(self.root_dir, "l")
@@ -129,9 +135,9 @@ class Lab:
         lan = self.lan.up((n - 1 if local_first else n) + bastions)
         if local_first:
             # Port 2222: this machine may run an sshd of its own on port 22.
-            self.hosts.append(LabHost("h0", f"{self.subnet}.1", self.root / "h0", None, port=2222))
+            self.hosts.append(LabHost("h0", f"{self.subnet}.1", self.root / "h0", None, port=2222, tf_port=self.tf_port))
         offset, namespaces = len(self.hosts), lan.hosts[:len(lan.hosts) - bastions]
-        self.hosts += [LabHost(f"h{i + offset}", lan.address(i), self.root / f"h{i + offset}", ns)
+        self.hosts += [LabHost(f"h{i + offset}", lan.address(i), self.root / f"h{i + offset}", ns, tf_port=self.tf_port)
                        for i, ns in enumerate(namespaces)]
         self.bastions = [LabHost(f"j{i}", lan.address(len(namespaces) + i), self.root / f"j{i}", ns)
                          for i, ns in enumerate(lan.hosts[len(namespaces):])]
