@@ -21,6 +21,7 @@ from typing import Optional
 
 from launcher.plan import Plan
 from launcher.stages.looks import Looks, look_at
+from trainer.spec.config import reform_at
 
 SILENT = "silent for"       # how a host lost for good because it stopped answering is said (wait.py)
 GAP_S = 20.0        # a host silent this long (its looks come every few seconds) has had a break
@@ -84,7 +85,7 @@ def ready(back: dict[str, float], now: float, after_s: float) -> list[str]:
 
 def reforms_within_hour(reforms: list, now: dt.datetime) -> int:
     """The re-forms of the last hour (their `at`: UTC, as decide wrote it)."""
-    hour_ago = (now - dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    hour_ago = reform_at(now - dt.timedelta(hours=1))
     return sum(1 for r in reforms if r.at > hour_ago)       # one format, so the text sorts as the time
 
 

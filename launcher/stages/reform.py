@@ -32,7 +32,7 @@ from launcher.stages.mirror import MIRROR_MAX, Mirror, hand_backups
 from launcher.stages.elastic import SILENT
 from launcher.stages.wait import RunOutcome
 from launcher.runfiles import make_folder
-from trainer.spec.config import Reform
+from trainer.spec.config import Reform, reform_at
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def decide(plan: Plan, lost: dict[str, str], now: dt.datetime, kept_state: Optio
         return Decision(message=f"{said}: {len(kept)} host(s) left, fewer than elastic.min_hosts ({least}); "
                                 f"stopped the others; {resume}")
     why = "; ".join(f"{host}: {text}" for host, text in lost.items())
-    return Decision(Reform(generation=plan.elastic.generation + 1, at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    return Decision(Reform(generation=plan.elastic.generation + 1, at=reform_at(now),
                            lost=list(lost), why=why[:300], hosts_after=kept, workers_before=len(names)))
 
 
@@ -130,8 +130,8 @@ def joined_record(plan: Plan, joining: list[str], seen) -> Reform:
     """The re-form taking `joining` back, with where the chief's trial was when all stopped (`seen`:
     its progress then; the hosts trained on between the look that called for it and the stop)."""
     current = [h.name for h in plan.cluster.hosts]
-    record = Reform(generation=plan.elastic.generation + 1, at=dt.datetime.now(dt.timezone.utc).strftime(
-        "%Y-%m-%dT%H:%M:%SZ"), lost=[], joined=joining, hosts_after=[*current, *joining], workers_before=len(current))
+    record = Reform(generation=plan.elastic.generation + 1, at=reform_at(dt.datetime.now(dt.timezone.utc)), lost=[],
+                    joined=joining, hosts_after=[*current, *joining], workers_before=len(current))
     return where_it_was(record, {current[0]: seen} if seen is not None else {})
 
 

@@ -188,14 +188,29 @@ def test_a_chief_killed_mid_run_is_collected_as_failed_and_the_next_up_resumes_i
     assert json.loads((failed / "outcome.json").read_text())["state"] == "failed"
     assert "This run failed" in (failed / "report.md").read_text() and not (failed / "results.json").exists()
 
-    code, out, err = cli(capsys, "up", "-i", str(inv), "--wait", "--runs", str(runs))
-    assert code == 0, out + err
-    assert f"run {failed.name}: resumed" in out and run_folder(runs, name) == failed
+    resumed = CliProcess("up", "-i", str(inv), "--wait", "--runs", str(runs))
+    assert finished(resumed, lab, name, 600) == 0, resumed.output
+    assert f"run {failed.name}: resumed" in resumed.output and run_folder(runs, name) == failed
     doc = json.loads((failed / "results.json").read_text())
     assert_only_its_own(failed, doc)
     assert doc["restarts"] >= 1 and json.loads((failed / "outcome.json").read_text())["state"] == "finished"
     assert (failed / "logs" / "h0.attempt-1.log").is_file() and (failed / "logs" / "h0.log").is_file()
     assert cli(capsys, "down", "-i", str(inv))[0] == 0
+
+
+def finished(up: CliProcess, lab: Lab, name: str, seconds: float) -> int:
+    """`up`'s exit code; if it is still running after `seconds`, a failure that shows what it and
+    each host's container said last (a hang costs minutes, not the suite's whole timeout)."""
+    try:
+        return up.finish(seconds)
+    except AssertionError as exc:
+        logs = []
+        for host in lab.hosts:
+            ids = host.docker("ps", "-aq", "--filter", f"label=tfcompose.cluster={name}", check=False).stdout.split()
+            for found in ids:
+                said = host.docker("logs", "--tail", "40", found, check=False)
+                logs.append(f"--- {host.name} {found}:\n{said.stdout[-3000:]}{said.stderr[-3000:]}")
+        raise AssertionError(f"{exc}\n" + "\n".join(logs)) from None
 
 
 EPOCHS = 20

@@ -1,7 +1,9 @@
 """The search: which trial comes next, on which host, and when one stops. Imports one trial's
 training (train/), the cluster and the spec.
 
-    study.py         the Optuna study: samplers, pruners, retries, the budget
+    study.py         the Optuna study: samplers, pruners, the budget, no point trained twice
+    points.py        a search's points without Optuna: names of values, sameness, an untried point
+    retries.py       the retries waiting for a host, and which host takes one
     coordinator.py   the chief's side of a parallel search: the study as the hosts see it
     queue.py         the trial queue's transport: HTTP on the chief, a client on every host
     wire.py          what crosses the network: typed messages and the proof a call comes from its host

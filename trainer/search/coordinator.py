@@ -85,7 +85,7 @@ class Coordinator:
             return Done(self.stopped or ("the search's space is used up" if self.study.exhausted else ""))
         if host in self.quarantined:
             return Wait(WAIT_S)
-        trial = self.study.resume_or_next(host, elsewhere=bool(self._others(host)))
+        trial = self.study.resume_or_next(host, others=frozenset(self._others(host)))
         if trial is None:
             return Wait(WAIT_S)
         self.seen[trial.number] = self.progressed[trial.number] = time.monotonic()

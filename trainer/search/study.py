@@ -17,17 +17,19 @@ What the study adds to Optuna's:
 - **Names of our own**: a grid point's (`small_cnn@lr=0.01,bs=16`) or `<candidate>#<k>`, k counting
   the budget's trials only (a retry or a repeated draw takes no number); a retry is `<name>~r<k>`.
 - **Retries**: a trial whose host was lost (or failed on its own host) waits in a list of its own
-  (`tfc:pending`) for a host that did not fail it, at most MAX_RETRIES times.
+  (retries.py) for a host that did not fail it, at most MAX_RETRIES times.
+The points themselves (names of values, sameness, an untried point) are points.py's.
 """
 from __future__ import annotations
 
 import json
 import math
-import random
 import threading
 from pathlib import Path
 from typing import Optional
 
+from trainer.search.points import params_of, point_key, untried, value_key
+from trainer.search.retries import Retries
 from trainer.spec import results, space
 from trainer.spec.config import PRUNERS, SAMPLERS, Range, TrainConfig
 from trainer.spec.errors import ClusterError
@@ -36,13 +38,12 @@ from trainer.spec.trials import Trial
 FILE = "study.db"
 NAME, RECORD, HOST, RETRY_OF, PRUNED_AT = "tfc:name", "tfc:record", "tfc:host", "tfc:retry_of", "tfc:pruned_at"
 SEQ, DUPLICATE, NOT_ON = "tfc:seq", "tfc:duplicate_of", "tfc:not_on"
-SPACE, PENDING, EXHAUSTED, STOPPED = "tfc:space", "tfc:pending", "tfc:exhausted", "tfc:stopped"
+SPACE, EXHAUSTED, STOPPED = "tfc:space", "tfc:exhausted", "tfc:stopped"
 # A trial whose host was lost goes to another host at most this often: a trial that takes every
 # host it lands on down with it (it fills the GPU, say) must not go round the cluster for ever.
 MAX_RETRIES = 2
 # Draws of the sampler in a row that may repeat a tried point before an untried one is taken directly.
 RESAMPLES = 8
-ENUMERABLE = 100_000     # a countable space up to this size is listed to find an untried point
 # What a search's figures depend on: a study made for other values is not resumed.
 SEARCHED = ("candidates", "epochs", "learning_rate", "batch_per_replica", "seed", "dataset", "weights", "precision")
 TRANSPORT = {"mode", "queue", "port", "lost_after_s", "hosts", "addresses", "key_file"}
@@ -86,21 +87,6 @@ def pruner(cfg: TrainConfig):
     return PRUNER[cfg.search.pruner](optuna, cfg)
 
 
-def _key(candidate: str, name: str) -> str:
-    """A value's name in the study: the learning rate and batch size are shared; a candidate's own
-    hyperparameters are its own (TPE then models them per candidate)."""
-    return name if name in ("learning_rate", "batch_per_replica") else f"{candidate}.{name}"
-
-
-def point_key(params: dict) -> str:
-    """What makes two trials the same: the candidate and every value drawn for it."""
-    return json.dumps(params, sort_keys=True, default=str)
-
-
-def params_of(candidate: str, values: dict) -> dict:
-    return {"candidate": candidate, **{_key(candidate, k): v for k, v in values.items()}}
-
-
 class Study:
     """The search's trials, thread-safe (the chief's own loop and the queue's server share it)."""
 
@@ -120,6 +106,7 @@ class Study:
         self.budget = cfg.search.trials or (space.grid_size(cfg) if cfg.search.sampler == "grid" else 0)
         self.size = space.space_size(cfg)
         self._handles: dict[int, object] = {}
+        self.retries = Retries(self.study)
 
     def _open(self, fresh: bool = False):
         import optuna
@@ -154,19 +141,20 @@ class Study:
         os.replace(tmp, path)
 
     # --- asking --------------------------------------------------------------------------------
-    def resume_or_next(self, host: str = "", elsewhere: bool = False) -> Optional[Trial]:
+    def resume_or_next(self, host: str = "", others: frozenset = frozenset()) -> Optional[Trial]:
         """The trial `host` was running when it stopped (resumed from its backup), else the next."""
         with self.lock:
             mine = [t for t in self._running() if t.user_attrs.get(HOST, "") == host]
             if mine:
                 return self._trial_of(mine[0])
-            return self.next(host, elsewhere)
+            return self.next(host, others)
 
-    def next(self, host: str = "", elsewhere: bool = False) -> Optional[Trial]:
+    def next(self, host: str = "", others: frozenset = frozenset()) -> Optional[Trial]:
         """The next trial to train, or None while none is due (the budget used, no retry waiting).
-        A retry goes first, but not to a host it failed on while `elsewhere` (other hosts are there)."""
+        A retry goes first, but not to a host it failed on while one of `others` (the other hosts
+        there) has not: if every host there failed it, any of them takes it (else none ever would)."""
         with self.lock:
-            handle = self._asked_before() or self._retry_for(host, elsewhere) or self._fresh()
+            handle = self._asked_before() or self._retry_for(host, others) or self._fresh()
             if handle is None:
                 return None
             self._name(handle)
@@ -183,12 +171,10 @@ class Study:
             return handle
         return None
 
-    def _retry_for(self, host: str, elsewhere: bool):
-        pending = self._pending()
-        chosen = next((p for p in pending if not (elsewhere and host in p["not_on"])), None)
+    def _retry_for(self, host: str, others: frozenset):
+        chosen = self.retries.take_for(host, others)
         if chosen is None:
             return None
-        self._set_pending([p for p in pending if p is not chosen])
         return self._enqueued(chosen["params"], {NAME: chosen["name"], RETRY_OF: chosen["retry_of"],
                                                  NOT_ON: chosen["not_on"]})
 
@@ -225,29 +211,8 @@ class Study:
                 return handle
             handle.set_user_attr(DUPLICATE, tried[key])
             self.study.tell(handle, state=optuna.trial.TrialState.FAIL)
-        point = self._untried(tried)
+        point = untried(self.cfg, self.seed, self.size, tried)
         return None if point is None else self._enqueued(point, {})
-
-    def _untried(self, tried: dict) -> Optional[dict]:
-        """A point never tried: listed from a countable space (None when there is none left), else
-        drawn at random from the space until one is new."""
-        rng = random.Random(self.seed * 1_000_003 + len(tried))
-        if self.size is not None and self.size <= ENUMERABLE:
-            left = [p for p in self._all_points() if point_key(p) not in tried]
-            return rng.choice(left) if left else None
-        for _ in range(1000):
-            candidate = rng.choice(list(self.cfg.candidates))
-            point = params_of(candidate, {d.name: _draw(rng, d.spec) for d in space.dimensions(self.cfg, candidate)})
-            if point_key(point) not in tried:
-                return point
-        return None
-
-    def _all_points(self):
-        import itertools
-        for candidate in self.cfg.candidates:
-            dims = space.dimensions(self.cfg, candidate)
-            for values in itertools.product(*(space.choices(d.spec) for d in dims)):
-                yield params_of(candidate, dict(zip((d.name for d in dims), values)))
 
     def _enqueued(self, params: dict, attrs: dict):
         self.study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=False)
@@ -264,7 +229,7 @@ class Study:
 
     @staticmethod
     def _suggest(handle, candidate: str, dim: space.Dimension):
-        key = _key(candidate, dim.name)
+        key = value_key(candidate, dim.name)
         spec = dim.spec
         if not isinstance(spec, Range):
             return handle.suggest_categorical(key, list(spec))
@@ -284,12 +249,6 @@ class Study:
     def _seq(self) -> int:
         """The budget's trials asked so far (a retry or a repeated draw takes none)."""
         return max((t.user_attrs[SEQ] for t in self.study.get_trials(deepcopy=False) if SEQ in t.user_attrs), default=0)
-
-    def _pending(self) -> list[dict]:
-        return json.loads(self.study.user_attrs.get(PENDING, "[]"))
-
-    def _set_pending(self, pending: list[dict]) -> None:
-        self.study.set_user_attr(PENDING, json.dumps(pending))
 
     # --- what trials reached -------------------------------------------------------------------
     def report(self, number: int, epoch: int, val_accuracy: float, val_loss: float) -> bool:
@@ -348,8 +307,7 @@ class Study:
             name = f"{base}~r{tries}"
             self._end(number, {"state": "retried", "why": why, "retried_as": name})
             not_on = sorted({*frozen.user_attrs.get(NOT_ON, []), frozen.user_attrs.get(HOST, "")} - {""})
-            self._set_pending(self._pending() + [{"params": dict(frozen.params), "name": name, "retry_of": number,
-                                                  "not_on": not_on}])
+            self.retries.add(dict(frozen.params), name, number, not_on)
             return name
 
     def fail(self, number: int, why: str) -> None:
@@ -379,7 +337,7 @@ class Study:
             live = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,
                                                                  optuna.trial.TrialState.WAITING))
             used_up = self._seq() >= self.budget or self.exhausted or bool(self.study.user_attrs.get(STOPPED))
-            return not live and not self._pending() and used_up
+            return not live and not self.retries.waiting() and used_up
 
     @property
     def exhausted(self) -> bool:
@@ -399,10 +357,9 @@ class Study:
         failed with `why`, the rest of the budget is not drawn."""
         with self.lock:
             self.study.set_user_attr(STOPPED, why[:300])
-            for pending in self._pending():
+            for pending in self.retries.clear():
                 handle = self._enqueued(pending["params"], {NAME: pending["name"], RETRY_OF: pending["retry_of"]})
                 self._end(handle.number, {"state": "failed", "why": f"not run: {why}"[:500]})
-            self._set_pending([])
 
     def counts(self) -> dict:
         """Where the search is, for the live view: trials done, pruned, failed, running, left, the
@@ -417,7 +374,7 @@ class Study:
             ended = [len(t.intermediate_values) for t in trials if t.state.name in ("COMPLETE", "PRUNED")]
             return {"done": states.count("COMPLETE"), "pruned": states.count("PRUNED"),
                     "failed": sum(1 for t in trials if json.loads(t.user_attrs.get(RECORD, "{}")).get("state") == "failed"),
-                    "running": states.count("RUNNING"), "left": left + len(self._pending()) + states.count("WAITING"),
+                    "running": states.count("RUNNING"), "left": left + len(self.retries.waiting()) + states.count("WAITING"),
                     "best": best.user_attrs.get(NAME, "") if best else "",
                     "best_val_accuracy": json.loads(best.user_attrs[RECORD])["val_accuracy"] if best else -1.0,
                     "epochs_per_trial": round(sum(ended) / len(ended), 2) if ended else 0.0}
@@ -471,7 +428,7 @@ class Study:
 
     def _trial_of(self, frozen) -> Trial:
         candidate = frozen.params["candidate"]
-        values = {d.name: frozen.params[_key(candidate, d.name)] for d in space.dimensions(self.cfg, candidate)}
+        values = {d.name: frozen.params[value_key(candidate, d.name)] for d in space.dimensions(self.cfg, candidate)}
         return Trial.of(frozen.user_attrs[NAME], candidate, values, number=frozen.number, seq=frozen.user_attrs.get(SEQ, 0))
 
 
@@ -484,17 +441,3 @@ def _times(frozen) -> dict:
         if when is not None:
             out[key] = round(when.timestamp(), 3)       # Optuna's datetimes are naive local times
     return out
-
-
-def _draw(rng: random.Random, spec):
-    """One value from a list or a range, uniformly (log-uniformly for log ranges)."""
-    if not isinstance(spec, Range):
-        return rng.choice(list(spec))
-    low, high = spec.bounds
-    if spec.kind == "integer":
-        return rng.randint(int(low), int(high))
-    if spec.kind == "log_integer":
-        return int(round(math.exp(rng.uniform(math.log(low), math.log(high)))))
-    if spec.kind == "log_uniform":
-        return math.exp(rng.uniform(math.log(low), math.log(high)))
-    return rng.uniform(low, high)

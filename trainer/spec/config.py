@@ -207,6 +207,15 @@ HOST_NAME = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{0,39}$
 BATCH_POLICIES = ("keep_global", "keep_per_replica")
 
 
+REFORM_AT = "%Y-%m-%dT%H:%M:%SZ"        # Reform.at: UTC, one format, so the text sorts as the time
+
+
+def reform_at(when) -> str:
+    """`when` (an aware datetime) as a Reform's `at`."""
+    import datetime as dt
+    return when.astimezone(dt.timezone.utc).strftime(REFORM_AT)
+
+
 class Reform(_Strict):
     """One re-form of an elastic run: the hosts lost, the cluster before and after (launcher/elastic/)."""
     generation: StrictIntT = field(..., expected="an integer ≥ 1", ge=1, le=1_000_000)

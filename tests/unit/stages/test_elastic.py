@@ -13,7 +13,7 @@ from launcher.stages import elastic
 from launcher.stages.looks import Look
 from launcher.stages.status import HostStatus
 from support.builders import cluster
-from trainer.spec.config import Reform
+from trainer.spec.config import Reform, reform_at
 
 
 def test_a_host_silent_or_failing_past_elastic_lost_after_s_is_lost_for_good():
@@ -118,7 +118,7 @@ def test_a_host_back_while_rejoin_is_off_or_the_hourly_cap_is_reached_stays_out_
     assert said.lines == ["h2: answers again; it stays out of this run (elastic.rejoin is off)"]
 
     capped = away_of(lambda: True, rejoin=True, max_reforms_per_hour=1)
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = reform_at(dt.datetime.now(dt.timezone.utc))
     reforms = [Reform(generation=1, at=stamp, lost=["h2"], hosts_after=["h0", "h1"], workers_before=3)]
     seen(capped, time.monotonic())
     later = time.monotonic() + 11

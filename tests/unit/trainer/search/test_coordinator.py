@@ -122,3 +122,23 @@ def test_a_trials_first_epoch_is_not_judged_by_another_trials_pace(tmp_path):
     queue.handle("h2", Report(slow.number, 1, 0.5, 1.0))          # its own pace: 1.6 s an epoch
     time.sleep(0.3)
     assert queue._why_lost(slow.number, "h2", time.monotonic()) == ""
+
+
+
+def test_a_retry_every_host_there_has_lost_goes_to_one_of_them_and_the_search_ends(tmp_path):
+    queue = coordinator(tmp_path)
+    first = queue.handle("h1", Ask()).trial
+    own = queue.handle("h2", Ask()).trial                     # h2 is there, busy with a trial of its own
+    queue.handle("h1", Fail(first.number, "OOM"))
+    queue.handle("h2", Finish(own.number, FIGURES))
+    retry = queue.handle("h2", Ask()).trial
+    assert retry.name == f"{first.name}~r1"
+    queue.handle("h2", Fail(retry.number, "OOM"))             # lost on every host there: none is better placed
+    trained, answers = [], []
+    for _ in range(20):                                      # each host asks in turn, finishing what it gets
+        for host in ("h1", "h2"):
+            answers.append(answer := queue.handle(host, Ask()))
+            if isinstance(answer, Offer):
+                trained.append(answer.trial.name)
+                queue.handle(host, Finish(answer.trial.number, FIGURES))
+    assert trained[0] == f"{first.name}~r2" and isinstance(answers[-1], Done) and queue.study.done()

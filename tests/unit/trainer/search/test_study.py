@@ -221,9 +221,9 @@ def test_a_retry_waits_for_a_host_that_did_not_fail_it_while_there_are_others(tm
     study = Study(cfg(sampler="random", trials=3, seed=2, learning_rates=[0.1, 0.01]), tmp_path)
     trial = study.next("h1")
     retry = study.lose(trial.number, "h1 ran out of memory")
-    again = study.next("h1", elsewhere=True)
+    again = study.next("h1", others=frozenset({"h2"}))
     assert again.name != retry and "~" not in again.name              # h1 gets a fresh trial, not its own back
-    assert study.next("h2", elsewhere=True).name == retry
+    assert study.next("h2", others=frozenset({"h1"})).name == retry
     assert study.counts()["left"] == 1
 
 
