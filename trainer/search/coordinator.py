@@ -136,10 +136,17 @@ class Coordinator:
             self._stop_if_nobody_left()
 
     def _stop_if_nobody_left(self) -> None:
-        able = [h for h in self.hosts if h not in self.quarantined and h not in self.gone]
+        """No host is left that could train (each failed its trials or was lost; a host of the
+        cluster that has not asked yet still may) and none trains: the search stops, saying why,
+        rather than wait for ever."""
+        if self.stopped or not self.quarantined or self.study.done():      # (study.db read last: each second)
+            return
+        hosts = set(self.hosts) | (self.known or set())
+        able = [h for h in hosts if h not in self.quarantined and h not in self.gone]
         if not able and not self.study.running_hosts():
-            self.stopped = ("every host failed its trials: " + ", ".join(sorted(self.quarantined))
-                            + f" failed {QUARANTINE_AFTER} in a row; the search stopped")
+            failed = ", ".join(f"{h} failed {QUARANTINE_AFTER} trials in a row" for h in sorted(self.quarantined))
+            lost = ", ".join(f"{h} lost" for h in sorted(self.gone - self.quarantined))
+            self.stopped = f"no host is left to train: {failed}" + (f"; {lost}" if lost else "") + "; the search stopped"
             self.study.stop(self.stopped)
             self.log(f"[queue] {self.stopped}")
 
@@ -162,6 +169,7 @@ class Coordinator:
                     if why:
                         self._hand_on(number, host, why)
                         self.gone.add(host)
+                self._stop_if_nobody_left()         # the last host able to train may just have gone
                 if now - written >= PROGRESS_EVERY_S:
                     self.write_progress()
                     written = now

@@ -50,7 +50,7 @@ def test_when_every_host_fails_its_trials_the_search_stops_saying_why(tmp_path):
     queue = coordinator(tmp_path, hosts=("h1",))
     while isinstance(answer := queue.handle("h1", Ask()), Offer):
         queue.handle("h1", Fail(answer.trial.number, "OOM"))
-    assert isinstance(answer, Done) and "every host failed its trials" in answer.why
+    assert isinstance(answer, Done) and "no host is left to train: h1 failed 3 trials in a row" in answer.why
     assert queue.study.done() and all(r["state"] in ("retried", "failed") for r in queue.study.records())
 
 
@@ -142,3 +142,26 @@ def test_a_retry_every_host_there_has_lost_goes_to_one_of_them_and_the_search_en
                 trained.append(answer.trial.name)
                 queue.handle(host, Finish(answer.trial.number, FIGURES))
     assert trained[0] == f"{first.name}~r2" and isinstance(answers[-1], Done) and queue.study.done()
+
+
+def test_when_the_last_host_able_to_train_is_lost_the_search_stops_instead_of_waiting_for_ever(tmp_path):
+    queue = coordinator(tmp_path, hosts=("h0", "h1"))
+    for _ in range(QUARANTINE_AFTER):                          # h0 fails every trial it gets: it gets no more
+        offer = queue.handle("h0", Ask())
+        queue.handle("h0", Fail(offer.trial.number, "OOM"))
+    assert not queue.stopped                                   # h1, of the cluster, has not asked yet: it may
+    training = queue.handle("h1", Ask())
+    assert isinstance(training, Offer) and not queue.stopped   # h1 trains: the search goes on
+    (tmp_path / "backup" / "signals").mkdir(parents=True)
+    (tmp_path / "backup" / "signals" / "h1.lost").write_text("exit (exit code 137 after 2 restarts)")
+    stop = threading.Event()
+    threading.Thread(target=queue.watch, args=(stop,), daemon=True).start()
+    try:
+        started = time.monotonic()
+        while not queue.stopped and time.monotonic() - started < 10:
+            time.sleep(0.1)
+    finally:
+        stop.set()
+    answer = queue.handle("h0", Ask())
+    assert isinstance(answer, Done) and "h0 failed 3 trials in a row; h1 lost" in answer.why
+    assert queue.study.done()
