@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from launcher.errors import InventoryError
-from trainer.spec.config import ElasticRun, Reform
+from trainer.spec.config import ElasticRun, Reform, reform_at
 from launcher.files import CHUNK
 from launcher.inventory.model import Cluster, Host
 
@@ -138,6 +138,18 @@ def taken_back(plan: Plan, first: Plan, joining: list[str], record: Reform) -> P
     hosts = tuple(replace(h, index=i, chief=i == 0) for i, h in enumerate(moved))
     elastic = plan.elastic.model_copy(update={"reforms": [*plan.elastic.reforms, record]})
     return replace(plan, cluster=replace(plan.cluster, hosts=hosts), elastic=elastic)
+
+
+def resumed(plan: Plan, earlier: list[Reform], now) -> Plan:
+    """An elastic run resumed by a later `up` (it had stopped): the re-forms made before, then this
+    one, every host of the inventory again on its own TensorFlow port (no container of before is
+    left: backups.before_resume), so that results.json, the generation and max_reforms_per_hour
+    count the whole run, not this `up`'s part of it."""
+    last, names = earlier[-1], [h.name for h in plan.cluster.hosts]
+    record = Reform(generation=last.generation + 1, at=reform_at(now), lost=[],
+                    joined=[n for n in names if n not in last.hosts_after], why="resumed by `up --wait` after the run stopped",
+                    hosts_after=names, workers_before=len(last.hosts_after))
+    return replace(plan, elastic=plan.elastic.model_copy(update={"reforms": [*earlier, record]}))
 
 
 def named(plan: Plan, run: str) -> Plan:

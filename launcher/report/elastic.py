@@ -19,7 +19,8 @@ def lines(doc: dict) -> list[str]:
                  if reform.get("candidate") else "")
         change = [f"{', '.join(reform['lost'])} lost for good ({one_line(reform.get('why', ''), 300)})"
                   ] if reform["lost"] else []
-        change += [f"{', '.join(reform['joined'])} taken back"] if reform.get("joined") else []
+        back = f" ({one_line(reform['why'], 300)})" if reform.get("why") and not reform["lost"] else ""
+        change += [f"{', '.join(reform['joined'])} taken back{back}"] if reform.get("joined") else []
         out.append(f"- {reform['at']}: generation {reform['generation']}, {' and '.join(change)}: "
                    f"{reform['workers_before']} → {after} hosts ({', '.join(reform['hosts_after'])}){where}.")
         size = after

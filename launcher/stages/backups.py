@@ -12,6 +12,10 @@ run went on), its newest snapshot goes to the inventory's chief, which takes it 
 
     stop every container (a later generation's may still restart) → marks (read once, parsed:
     hosts are untrusted) → who is behind, whose state is newest (pure) → hand
+
+And the re-forms: each host's train.yaml, as the last `up` rendered it, holds the re-forms made
+so far (the hosts of the last generation the longest list); `carried_on` reads them before the
+push rewrites it, so the resumed run goes on counting them (plan.resumed).
 """
 from __future__ import annotations
 
@@ -19,10 +23,14 @@ import json
 import re
 from typing import Optional
 
+from launcher import plan as plan_mod
 from launcher.errors import summary
 from launcher.plan import Plan
 from launcher.stages.down import remove_containers
 from launcher.stages.mirror import MIRROR_MAX, copy as copy_state, hand_backups, manifest
+from trainer.spec import yamlfile
+from trainer.spec.config import ElasticRun, Reform
+from trainer.spec.errors import BadInput
 
 SAVES, STATE = "#saves", "#state"
 MARK_MAX = 64 << 10
@@ -32,6 +40,7 @@ READ = ('cd "$1" 2>/dev/null || exit 0; head -c 65536 search_state.json 2>/dev/n
         'for f in */chief/checkpoint; do [ -f "$f" ] && head -n 1 "$f"; done | head -n 64; echo "' + STATE + '"; '
         'head -c 4096 chief-state/manifest.json 2>/dev/null')
 SAVE_RE = re.compile(r'^model_checkpoint_path: "ckpt-(\d{1,9})"$', re.M)
+REFORMS_MAX = 4 << 20     # a train.yaml holding elastic's 10,000 re-forms at most is about 3 MiB
 
 
 def mark(text: str) -> tuple[int, int]:
@@ -123,3 +132,29 @@ def take_state(group, plan: Plan, holder: Optional[str]) -> None:
                                         "the study, history and best model go on from this host's older ones")
     else:
         group.reporter.stage(chief.name, "backups", f"takes the chief's state from {holder}, chief last")
+
+
+def reforms_so_far(texts: dict[str, str]) -> list[Reform]:
+    """The re-forms made before the run stopped, from each host's train.yaml text: the longest
+    list (a host the run went on without holds an older one). A text that is no train.yaml, or
+    whose `elastic` is not one, counts for nothing (hosts are untrusted: parsed, typed)."""
+    newest: list[Reform] = []
+    for host, text in texts.items():
+        try:
+            doc = yamlfile.parse(text, f"{host}:train.yaml").data
+            section = doc.get("elastic") if isinstance(doc, dict) else None
+            said = ElasticRun.model_validate(section).reforms if isinstance(section, dict) else []
+        except (BadInput, ValueError, TypeError):
+            continue
+        if len(said) > len(newest):
+            newest = said
+    return newest
+
+
+def carried_on(group, plan: Plan, now) -> Plan:
+    """An elastic run resumed: its plan with the re-forms made before it stopped and this resume
+    after them (read before the push rewrites each host's train.yaml)."""
+    read = group.run("re-forms", lambda h, c: c.run(["head", "-c", str(REFORMS_MAX), f"{h.bundle_dir}/train.yaml"],
+                                                    check=False, limit=REFORMS_MAX + 1).stdout).succeeded
+    earlier = reforms_so_far(read)
+    return plan_mod.resumed(plan, earlier, now) if earlier else plan

@@ -15,6 +15,7 @@ its end is resumed from its backups, anything else is a new run in folders of it
 """
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -62,6 +63,8 @@ def up(cluster: Cluster, reporter=None, parallel: Optional[int] = None, wait_for
             earlier = runs.host_run(facts[cluster.chief.name])
             run, how = runs.choose(plan.config_id, earlier, new_run)
             plan = plan_mod.named(plan, run)
+            if how == "resumed" and plan.elastic is not None:     # the re-forms so far, before the push rewrites them
+                plan = backups.carried_on(group, plan, dt.datetime.now(dt.timezone.utc))
             if how == "new" and earlier.finished:
                 collect_earlier(group, plan, earlier.run, Path(runs_dir))
             leases.name_run(group, held, plan.run_id)

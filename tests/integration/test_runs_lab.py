@@ -8,7 +8,7 @@ sees it (at its first look: its warning says so); the live search line moves whi
 worker (its link cut), takes it back when it answers again, loses its chief (its container killed)
 and goes on each time, the hosts as the next generation from the epoch each had backed up (the
 chief's state taken from its mirror); below min_hosts it stops, and the next `up --wait` resumes it
-with every host's backups and the chief's state brought up to the newest."""
+with every host's backups and the chief's state brought up to the newest, its re-forms counted on."""
 from __future__ import annotations
 
 import json
@@ -315,6 +315,12 @@ def test_an_elastic_sync_run_loses_a_worker_takes_it_back_loses_its_chief_stops_
     [record] = doc["candidates"]
     assert doc["workers"] == 3 and record["val_accuracy"] > 0.8, doc
     assert stopped_at - 1 <= record["resumed_from_epoch"] <= stopped_at, (stopped_at, record)
+    # the whole run's re-forms, those before the stop too, and the resume as the last
+    reforms = doc["elastic"]["reforms"]
+    assert [(r["generation"], r["lost"], r["joined"]) for r in reforms] == [
+        (1, ["h2"], []), (2, [], ["h2"]), (3, ["h0"], []), (4, [], ["h0"])], reforms
+    assert "generation 4, h0 taken back (resumed by `up --wait` after the run stopped): 2 → 3 hosts" in \
+        (folder / "report.md").read_text()
     history = (folder / "history" / "small_cnn.csv").read_text().splitlines()
     assert [int(row.split(",")[0]) for row in history[1:]] == list(range(1, EPOCHS + 1))   # every row, whoever trained it
     logs = folder / "logs"

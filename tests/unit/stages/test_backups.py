@@ -77,3 +77,39 @@ def test_a_resumed_run_first_removes_every_container_of_the_cluster_then_brings_
         raise_if_failed=lambda: [fn(h, None) for h in plan.cluster.hosts]))
     assert backups.before_resume(group, plan) == {}
     assert steps == ["stop h0", "stop h1", "stop h2", "even"]
+
+
+def train_yaml(*reforms: dict) -> str:
+    import yaml
+    return "# The trainer's configuration\n" + yaml.safe_dump(
+        {"epochs": 20, "elastic": {"batch": "keep_global", "workers_at_start": 3, "reforms": list(reforms)}})
+
+
+def reform(generation: int, lost: list, after: list) -> dict:
+    return {"generation": generation, "at": f"2026-11-28T05:0{generation}:00Z", "lost": lost, "why": "silent",
+            "hosts_after": after, "workers_before": len(after) + len(lost)}
+
+
+def test_the_reforms_so_far_are_the_longest_list_a_host_holds_and_a_hostile_text_counts_for_nothing():
+    first, second = reform(1, ["h2"], ["h0", "h1"]), reform(2, ["h0"], ["h1"])
+    texts = {"h0": train_yaml(first), "h1": train_yaml(first, second), "h2": "epochs: [\n",
+             "h3": train_yaml({**second, "hosts_after": ["H0; rm -rf /"]}) + "", "h4": "- a list\n",
+             "h5": train_yaml(first, second, reform(3, [], ["h1"])).replace("generation: 3", "generation: -1")}
+    assert [r.generation for r in backups.reforms_so_far(texts)] == [1, 2]
+    assert backups.reforms_so_far({"h0": "epochs: 3\n"}) == [] and backups.reforms_so_far({}) == []
+
+
+def test_a_resumed_elastic_run_carries_its_reforms_on_and_counts_the_resume_as_the_next(monkeypatch):
+    import datetime as dt
+    plan = plan_mod.make(cluster(3, elastic={"min_hosts": 2}))
+    texts = {"h0": train_yaml(reform(1, ["h2"], ["h0", "h1"])),
+             "h1": train_yaml(reform(1, ["h2"], ["h0", "h1"]), reform(2, ["h0"], ["h1", "h2"]))}
+    group = SimpleNamespace(run=lambda step, fn: SimpleNamespace(succeeded=texts))
+    resumed = backups.carried_on(group, plan, dt.datetime(2026, 11, 28, 6, 0, tzinfo=dt.timezone.utc))
+    *before, last = resumed.elastic.reforms
+    assert [r.generation for r in before] == [1, 2] and last.generation == 3 and last.at == "2026-11-28T06:00:00Z"
+    assert last.joined == ["h0"] and last.lost == [] and last.hosts_after == ["h0", "h1", "h2"]
+    assert last.workers_before == 2 and "resumed" in last.why
+    assert [h.tf_port for h in resumed.cluster.hosts] == [h.tf_port for h in plan.cluster.hosts]
+    nothing = SimpleNamespace(run=lambda step, fn: SimpleNamespace(succeeded={"h0": "epochs: 3\n"}))
+    assert backups.carried_on(nothing, plan, dt.datetime.now(dt.timezone.utc)) is plan   # stopped before any re-form

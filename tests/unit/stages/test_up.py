@@ -164,8 +164,11 @@ def test_a_host_lost_by_silence_is_looked_at_while_the_run_goes_on_and_taken_bac
 def test_an_elastic_run_resumed_brings_every_hosts_backups_up_to_the_newest_before_it_starts(stages, monkeypatch):
     monkeypatch.setattr(up_mod.runs, "choose", lambda *a: ("20261128-080000-3f2a1b2c", "resumed"))
     monkeypatch.setattr(up_mod.backups, "before_resume", lambda group, plan: stages.seen.append("backups"))
+    monkeypatch.setattr(up_mod.backups, "carried_on", lambda group, plan, now: stages.seen.append("re-forms") or plan)
     up_mod.up(cluster(3, elastic={"min_hosts": 2}))
+    # the re-forms so far read before the push rewrites each host's train.yaml
+    assert stages.seen.index("re-forms") < stages.seen.index("push") < stages.seen.index("push.place_keys")
     assert stages.seen.index("push.place_keys") < stages.seen.index("backups") < stages.seen.index("start")
     stages.seen.clear()
     up_mod.up(cluster(3))                               # not elastic: every host's backups are at one epoch
-    assert "backups" not in stages.seen
+    assert "backups" not in stages.seen and "re-forms" not in stages.seen
