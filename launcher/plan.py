@@ -142,14 +142,14 @@ def taken_back(plan: Plan, first: Plan, joining: list[str], record: Reform) -> P
 
 def resumed(plan: Plan, earlier: list[Reform], now) -> Plan:
     """An elastic run resumed by a later `up` (it had stopped): the re-forms made before, then this
-    one, every host of the inventory again on its own TensorFlow port (no container of before is
-    left: backups.before_resume), so that results.json, the generation and max_reforms_per_hour
-    count the whole run, not this `up`'s part of it."""
+    one if it brings back hosts the last generation lacked, every host of the inventory again on
+    its own TensorFlow port (no container of before is left: backups.before_resume), so that
+    results.json, the generation and max_reforms_per_hour count the whole run, not this `up`'s part."""
     last, names = earlier[-1], [h.name for h in plan.cluster.hosts]
-    record = Reform(generation=last.generation + 1, at=reform_at(now), lost=[],
-                    joined=[n for n in names if n not in last.hosts_after], why="resumed by `up --wait` after the run stopped",
-                    hosts_after=names, workers_before=len(last.hosts_after))
-    return replace(plan, elastic=plan.elastic.model_copy(update={"reforms": [*earlier, record]}))
+    back = [n for n in names if n not in last.hosts_after]
+    record = [Reform(generation=last.generation + 1, at=reform_at(now), lost=[], joined=back, hosts_after=names,
+                     why="resumed by `up` after the run stopped", workers_before=len(last.hosts_after))] if back else []
+    return replace(plan, elastic=plan.elastic.model_copy(update={"reforms": [*earlier, *record]}))
 
 
 def named(plan: Plan, run: str) -> Plan:

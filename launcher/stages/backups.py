@@ -29,7 +29,7 @@ from launcher.plan import Plan
 from launcher.stages.down import remove_containers
 from launcher.stages.mirror import MIRROR_MAX, copy as copy_state, hand_backups, manifest
 from trainer.spec import yamlfile
-from trainer.spec.config import ElasticRun, Reform
+from trainer.spec.config import ElasticRun, Reform, reform_at
 from trainer.spec.errors import BadInput
 
 SAVES, STATE = "#saves", "#state"
@@ -40,7 +40,6 @@ READ = ('cd "$1" 2>/dev/null || exit 0; head -c 65536 search_state.json 2>/dev/n
         'for f in */chief/checkpoint; do [ -f "$f" ] && head -n 1 "$f"; done | head -n 64; echo "' + STATE + '"; '
         'head -c 4096 chief-state/manifest.json 2>/dev/null')
 SAVE_RE = re.compile(r'^model_checkpoint_path: "ckpt-(\d{1,9})"$', re.M)
-REFORMS_MAX = 4 << 20     # a train.yaml holding elastic's 10,000 re-forms at most is about 3 MiB
 
 
 def mark(text: str) -> tuple[int, int]:
@@ -134,10 +133,11 @@ def take_state(group, plan: Plan, holder: Optional[str]) -> None:
         group.reporter.stage(chief.name, "backups", f"takes the chief's state from {holder}, chief last")
 
 
-def reforms_so_far(texts: dict[str, str]) -> list[Reform]:
+def reforms_so_far(texts: dict[str, str], now) -> list[Reform]:
     """The re-forms made before the run stopped, from each host's train.yaml text: the longest
-    list (a host the run went on without holds an older one). A text that is no train.yaml, or
-    whose `elastic` is not one, counts for nothing (hosts are untrusted: parsed, typed)."""
+    list (a host the run went on without holds an older one). A text that is no train.yaml, whose
+    `elastic` is not one, or whose re-forms are not generations 1, 2, … made before `now` (the
+    launcher wrote them, on this machine's clock) counts for nothing: hosts are untrusted."""
     newest: list[Reform] = []
     for host, text in texts.items():
         try:
@@ -146,15 +146,23 @@ def reforms_so_far(texts: dict[str, str]) -> list[Reform]:
             said = ElasticRun.model_validate(section).reforms if isinstance(section, dict) else []
         except (BadInput, ValueError, TypeError):
             continue
-        if len(said) > len(newest):
+        if len(said) > len(newest) and plausible(said, now):
             newest = said
     return newest
 
 
+def plausible(reforms: list[Reform], now) -> bool:
+    """Generations 1, 2, … in order, each made before `now` (an hour's leeway)."""
+    import datetime as dt
+    latest = reform_at(now + dt.timedelta(hours=1))
+    return all(r.generation == i for i, r in enumerate(reforms, 1)) and all(r.at <= latest for r in reforms)
+
+
 def carried_on(group, plan: Plan, now) -> Plan:
     """An elastic run resumed: its plan with the re-forms made before it stopped and this resume
-    after them (read before the push rewrites each host's train.yaml)."""
-    read = group.run("re-forms", lambda h, c: c.run(["head", "-c", str(REFORMS_MAX), f"{h.bundle_dir}/train.yaml"],
-                                                    check=False, limit=REFORMS_MAX + 1).stdout).succeeded
-    earlier = reforms_so_far(read)
+    after them (read before the push rewrites each host's train.yaml; the trainer reads no larger one)."""
+    most = yamlfile.MAX_BYTES
+    read = group.run("re-forms", lambda h, c: c.run(["head", "-c", str(most), f"{h.bundle_dir}/train.yaml"],
+                                                    check=False, limit=most + 1).stdout).succeeded
+    earlier = reforms_so_far(read, now)
     return plan_mod.resumed(plan, earlier, now) if earlier else plan

@@ -319,7 +319,7 @@ def test_an_elastic_sync_run_loses_a_worker_takes_it_back_loses_its_chief_stops_
     reforms = doc["elastic"]["reforms"]
     assert [(r["generation"], r["lost"], r["joined"]) for r in reforms] == [
         (1, ["h2"], []), (2, [], ["h2"]), (3, ["h0"], []), (4, [], ["h0"])], reforms
-    assert "generation 4, h0 taken back (resumed by `up --wait` after the run stopped): 2 → 3 hosts" in \
+    assert "generation 4, h0 taken back (resumed by `up` after the run stopped): 2 → 3 hosts" in \
         (folder / "report.md").read_text()
     history = (folder / "history" / "small_cnn.csv").read_text().splitlines()
     assert [int(row.split(",")[0]) for row in history[1:]] == list(range(1, EPOCHS + 1))   # every row, whoever trained it

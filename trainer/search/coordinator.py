@@ -52,6 +52,8 @@ class Coordinator:
         self.trained: dict[str, list[str]] = {}   # host → the trials it finished
         self.heard: dict[str, float] = {}         # host → when it last called
         self.gone: set[str] = set()               # hosts lost (until they call again)
+        self.ended: set[str] = set()              # hosts the launcher saw end for good (until they call again)
+        self.started = time.monotonic()
         self.failures: dict[str, int] = {}        # host → trials failed in a row
         self.quarantined: set[str] = set()
         self.pace: dict[str, list[float]] = {}    # host → its last epochs' seconds
@@ -65,6 +67,7 @@ class Coordinator:
         with self.lock:
             self.heard[host] = time.monotonic()
             self.gone.discard(host)
+            self.ended.discard(host)
             if isinstance(call, Ask):
                 self.hosts[host] = {"replicas": call.replicas, "restarts": call.restarts}
                 return self.next(host)
@@ -136,19 +139,27 @@ class Coordinator:
             self._stop_if_nobody_left()
 
     def _stop_if_nobody_left(self) -> None:
-        """No host is left that could train (each failed its trials or was lost; a host of the
-        cluster that has not asked yet still may) and none trains: the search stops, saying why,
-        rather than wait for ever."""
-        if self.stopped or not self.quarantined or self.study.done():      # (study.db read last: each second)
+        """No host is left that could train and none trains: the search stops, saying why, rather
+        than wait for ever (checked on each failure and each second: the last able host may go)."""
+        if self.stopped or not self.quarantined:
             return
         hosts = set(self.hosts) | (self.known or set())
-        able = [h for h in hosts if h not in self.quarantined and h not in self.gone]
-        if not able and not self.study.running_hosts():
-            failed = ", ".join(f"{h} failed {QUARANTINE_AFTER} trials in a row" for h in sorted(self.quarantined))
-            lost = ", ".join(f"{h} lost" for h in sorted(self.gone - self.quarantined))
-            self.stopped = f"no host is left to train: {failed}" + (f"; {lost}" if lost else "") + "; the search stopped"
-            self.study.stop(self.stopped)
-            self.log(f"[queue] {self.stopped}")
+        if self._able(hosts, time.monotonic()) or self.study.running_hosts() or self.study.done():
+            return
+        failed = ", ".join(f"{h} failed {QUARANTINE_AFTER} trials in a row" for h in sorted(self.quarantined))
+        lost = ", ".join(f"{h} lost" for h in sorted(hosts - self.quarantined))
+        self.stopped = f"no host is left to train: {failed}" + (f"; {lost}" if lost else "") + "; the search stopped"
+        self.study.stop(self.stopped)
+        self.log(f"[queue] {self.stopped}")
+
+    def _able(self, hosts: set[str], now: float) -> list[str]:
+        """The hosts that may still train: not quarantined, not seen to end by the launcher, and
+        heard from within twice lost_after_s (a host of the cluster that has not asked yet: since
+        the queue started). A host silent that long has given up on the queue itself (its client's
+        patience); one silent for less may be back after a blip. The chief's own loop is this process."""
+        patience = 2 * self.lost_after_s
+        return [h for h in hosts if h not in self.quarantined and h not in self.ended
+                and (h == self.own or now - self.heard.get(h, self.started) <= patience)]
 
     def _lost(self, number: int, host: str) -> bool:
         """Whether `host`'s trial was handed to another host meanwhile (it must drop it)."""
@@ -189,6 +200,7 @@ class Coordinator:
             if self.known is not None and host not in self.known:
                 continue
             self.gone.add(host)
+            self.ended.add(host)
             self.current.pop(host, None)
             for number, runner in self.study.running_hosts().items():
                 if runner == host:

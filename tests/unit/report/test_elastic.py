@@ -34,9 +34,9 @@ def test_a_host_taken_back_is_said_as_such_and_the_run_ends_on_the_hosts_after_i
 
 def test_a_resume_says_why_the_hosts_came_back():
     resume = {"generation": 2, "at": "2026-11-28T06:00:00Z", "lost": [], "joined": ["h2"],
-              "why": "resumed by `up --wait` after the run stopped", "hosts_after": ["h0", "h1", "h2"],
+              "why": "resumed by `up` after the run stopped", "hosts_after": ["h0", "h1", "h2"],
               "workers_before": 2}
     text = "\n".join(elastic.lines({"elastic": {"batch": "keep_global", "workers_at_start": 3,
                                                 "reforms": [REFORM, resume]}}))
-    assert "generation 2, h2 taken back (resumed by `up --wait` after the run stopped): 2 → 3 hosts (h0, h1, h2)." \
+    assert "generation 2, h2 taken back (resumed by `up` after the run stopped): 2 → 3 hosts (h0, h1, h2)." \
            in text

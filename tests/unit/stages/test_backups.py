@@ -90,13 +90,18 @@ def reform(generation: int, lost: list, after: list) -> dict:
             "hosts_after": after, "workers_before": len(after) + len(lost)}
 
 
+NOW = __import__("datetime").datetime(2026, 11, 28, 6, 0, tzinfo=__import__("datetime").timezone.utc)
+
+
 def test_the_reforms_so_far_are_the_longest_list_a_host_holds_and_a_hostile_text_counts_for_nothing():
-    first, second = reform(1, ["h2"], ["h0", "h1"]), reform(2, ["h0"], ["h1"])
+    first, second, third = reform(1, ["h2"], ["h0", "h1"]), reform(2, ["h0"], ["h1"]), reform(3, [], ["h1"])
     texts = {"h0": train_yaml(first), "h1": train_yaml(first, second), "h2": "epochs: [\n",
-             "h3": train_yaml({**second, "hosts_after": ["H0; rm -rf /"]}) + "", "h4": "- a list\n",
-             "h5": train_yaml(first, second, reform(3, [], ["h1"])).replace("generation: 3", "generation: -1")}
-    assert [r.generation for r in backups.reforms_so_far(texts)] == [1, 2]
-    assert backups.reforms_so_far({"h0": "epochs: 3\n"}) == [] and backups.reforms_so_far({}) == []
+             "h3": train_yaml(first, {**second, "hosts_after": ["H0; rm -rf /"]}, third), "h4": "- a list\n",
+             "h5": train_yaml(first, second, {**third, "generation": -1}),
+             "h6": train_yaml(first, second, {**third, "generation": 999_999}),              # not the next one
+             "h7": train_yaml(first, second, {**third, "at": "9999-01-01T00:00:00Z"})}      # never "within the hour"
+    assert [r.generation for r in backups.reforms_so_far(texts, NOW)] == [1, 2]
+    assert backups.reforms_so_far({"h0": "epochs: 3\n"}, NOW) == [] and backups.reforms_so_far({}, NOW) == []
 
 
 def test_a_resumed_elastic_run_carries_its_reforms_on_and_counts_the_resume_as_the_next(monkeypatch):
@@ -109,7 +114,12 @@ def test_a_resumed_elastic_run_carries_its_reforms_on_and_counts_the_resume_as_t
     *before, last = resumed.elastic.reforms
     assert [r.generation for r in before] == [1, 2] and last.generation == 3 and last.at == "2026-11-28T06:00:00Z"
     assert last.joined == ["h0"] and last.lost == [] and last.hosts_after == ["h0", "h1", "h2"]
-    assert last.workers_before == 2 and "resumed" in last.why
+    assert last.workers_before == 2 and last.why == "resumed by `up` after the run stopped"
     assert [h.tf_port for h in resumed.cluster.hosts] == [h.tf_port for h in plan.cluster.hosts]
     nothing = SimpleNamespace(run=lambda step, fn: SimpleNamespace(succeeded={"h0": "epochs: 3\n"}))
     assert backups.carried_on(nothing, plan, dt.datetime.now(dt.timezone.utc)) is plan   # stopped before any re-form
+    # resumed again (the resume before failed after its push): it brings no host back, so no new generation
+    again = {"h0": train_yaml(*(r.model_dump(mode="json") for r in resumed.elastic.reforms))}
+    twice = backups.carried_on(SimpleNamespace(run=lambda step, fn: SimpleNamespace(succeeded=again)), plan,
+                               dt.datetime(2026, 11, 28, 6, 5, tzinfo=dt.timezone.utc))
+    assert [r.generation for r in twice.elastic.reforms] == [1, 2, 3]

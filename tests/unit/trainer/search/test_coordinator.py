@@ -165,3 +165,36 @@ def test_when_the_last_host_able_to_train_is_lost_the_search_stops_instead_of_wa
     answer = queue.handle("h0", Ask())
     assert isinstance(answer, Done) and "h0 failed 3 trials in a row; h1 lost" in answer.why
     assert queue.study.done()
+
+
+def quarantine(queue: Coordinator, host: str) -> None:
+    for _ in range(QUARANTINE_AFTER):
+        offer = queue.handle(host, Ask())
+        queue.handle(host, Fail(offer.trial.number, "OOM"))
+
+
+def test_a_host_silent_for_a_moment_while_the_others_are_quarantined_is_waited_for_not_given_up(tmp_path):
+    queue = coordinator(tmp_path, hosts=("h0", "h1"))
+    quarantine(queue, "h0")
+    mine = queue.handle("h1", Ask()).trial
+    queue.seen[mine.number] = time.monotonic() - 61           # silent past lost_after_s (60 s): a network blip
+    stop = threading.Event()
+    threading.Thread(target=queue.watch, args=(stop,), daemon=True).start()
+    try:
+        started = time.monotonic()
+        while "h1" not in queue.gone and time.monotonic() - started < 10:
+            time.sleep(0.1)
+        time.sleep(1.5)                                       # a watch tick more
+        assert "h1" in queue.gone and not queue.stopped       # its trial handed on, the search waits for h1
+        assert queue.handle("h1", Ask()).trial.name == f"{mine.name}~r1"     # back: it takes the retry
+    finally:
+        stop.set()
+
+
+def test_a_host_of_the_cluster_that_never_asks_is_given_up_after_twice_lost_after_s(tmp_path):
+    queue = coordinator(tmp_path, hosts=("h0", "h1"))
+    quarantine(queue, "h0")
+    assert not queue.stopped                                  # h1 may still be starting
+    queue.started -= 121                                      # twice lost_after_s (60 s) later, it never asked
+    queue._stop_if_nobody_left()
+    assert "no host is left to train: h0 failed 3 trials in a row; h1 lost" in queue.stopped
