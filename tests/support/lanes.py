@@ -31,11 +31,17 @@ def weight(nodeid: str) -> float:
 
 
 FILLERS = ("tests/integration/test_hostile.py",)      # scheduled case by case, at the end
+# Modules that need none of the run's shared rigs (the trainer image, its split layers, the engine
+# template): the other lane runs them while the first lane's heaviest module builds those rigs
+# (minutes), instead of waiting for them in a lab module of its own.
+RIG_FREE = ("test_trainer_faults.py", "test_trainer_cluster.py", "test_leases_shared_box.py", "test_remote.py",
+            "test_jump_hosts.py", "test_images_docker.py", "test_init.py", "test_render_compose.py")
 
 
 def heaviest_first(items: list) -> None:
-    """Reorder in place: modules by weight, heaviest first, the fillers last; tests within a module
-    as written. Every test but a filler is marked to stay with its module (xdist_group)."""
+    """Reorder in place: the heaviest module, then the integration modules that need no shared rig
+    (while it builds them), then the rest by weight, heaviest first, the fillers last; tests within
+    a module as written. Every test but a filler is marked to stay with its module (xdist_group)."""
     import pytest
     first_seen = {}
     for i, item in enumerate(items):
@@ -44,7 +50,13 @@ def heaviest_first(items: list) -> None:
         module = item.nodeid.split("::", 1)[0]
         if module not in FILLERS:
             item.add_marker(pytest.mark.xdist_group(module.rsplit("/", 1)[-1]))
-    items.sort(key=lambda item: (item.nodeid.split("::", 1)[0] in FILLERS, -weight(item.nodeid),
+    heaviest = max(first_seen, key=lambda m: (m not in FILLERS, weight(m)), default="")
+
+    def phase(module: str) -> int:
+        if module in FILLERS:
+            return 3
+        return 0 if module == heaviest else 1 if module.rsplit("/", 1)[-1] in RIG_FREE else 2
+    items.sort(key=lambda item: (phase(item.nodeid.split("::", 1)[0]), -weight(item.nodeid),
                                  first_seen[item.nodeid.split("::", 1)[0]]))
 
 
