@@ -2,9 +2,13 @@
 
     python -m docsite.pictures report      # the report's pictures, from a real search's run folder
                                            # (tests/data/runs/tpe-asha: TPE and ASHA on the digits)
+    python -m docsite.pictures lab INVENTORY
+        # a real search on real hosts (a LAN lab: sudo .venv/bin/python bench/lanlab.py up 2), run as a
+        # user runs it: `tfcompose up --wait` on a terminal (the live view, caught by a terminal
+        # emulator), telemetry's picture from its report, TensorBoard's HParams and MLflow's comparison
+        # of its trials in a headless Chromium. Needs the docs extra (pyte), mlflow and chromium.
 
-Written into docs/pictures/. The other pictures (the live view, MLflow's comparison, TensorBoard's
-HParams, telemetry) need a running cluster and a browser: docs/pictures.md says how each is made.
+Written into docs/pictures/.
 """
 from __future__ import annotations
 
@@ -31,6 +35,13 @@ def report() -> list[Path]:
         return [Path(shutil.copy(run / name, OUT / name)) for name in REPORT]
 
 
+def lab(inventory: str) -> list[Path]:
+    from docsite import labrun
+    OUT.mkdir(exist_ok=True)
+    return labrun.pictures(Path(inventory), OUT)
+
+
 if __name__ == "__main__":
-    made = {"report": report}[sys.argv[1] if len(sys.argv) > 1 else "report"]()
+    what, *args = sys.argv[1:] or ["report"]
+    made = {"report": report, "lab": lab}[what](*args)
     print("\n".join(str(p) for p in made))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -36,9 +37,9 @@ def shout(text: str) -> None:
     err.print(printable(text), markup=False, soft_wrap=True)
 
 
-def table(title: str, columns: list[str], rows: list[list[str]], **column_kw) -> Table:
+def table(title: str, columns: list[str], rows: list[list[str]], box=None, **column_kw) -> Table:
     """Cells are literal text: what hosts send holds [brackets] that are not rich markup."""
-    t = Table(title=printable(title))
+    t = Table(title=printable(title), **({"box": box} if box else {}))
     for column in columns:
         t.add_column(column, **{"overflow": "fold", **column_kw.get(column, {})})
     for row in rows:
@@ -152,6 +153,7 @@ class RichReporter:
             if done >= total or last is None or elapsed_s - last >= LOCAL_LINE_S:
                 self._printed[f"{THIS_MACHINE}/{what}"] = elapsed_s
                 say(f"{THIS_MACHINE}: {text}")
+
     def telemetry(self, host: str, line: str) -> None:
         """A host's hardware now: a column of the live table; off a terminal a line at most every
         HARDWARE_EVERY_S (the warnings come at once, through `warn`)."""
@@ -234,9 +236,12 @@ def leaderboard(run_dir: Path) -> Table | None:
         columns.insert(2, "values")
         for row, text in zip(cells, searched):
             row.insert(2, text)
+    # Trial names whole (up to 22 characters) before any other column folds, but no wider than the
+    # longest; no lines between the columns: eleven columns then fit a terminal of 120 columns (132 before).
+    trial_width = min(22, max(len(printable(r["candidate"])) for r in rows)) if rows else None
     kw = {c: {"justify": "left" if c in ("trial", "values", "host") else "right", "overflow": "fold",
-              "min_width": 22 if c == "trial" else None} for c in columns}
-    return table(f"leaderboard: {run_dir}", columns, cells, **kw)
+              "min_width": trial_width if c == "trial" else None} for c in columns}
+    return table(f"leaderboard: {run_dir}", columns, cells, box=box.SIMPLE_HEAD, **kw)
 
 
 def lost_trials(run_dir: Path) -> list[str]:

@@ -135,7 +135,23 @@ def plot(series: dict[str, HostSeries], doc: dict, episodes: list, out: Path, sa
                         hspace=0.25)
     fig.suptitle("How busy the hardware was: GPU utilisation and the container's CPU use; trials shaded, "
                  "epochs ticked, warnings in red", fontsize=10)
+    for ax in axes[:, 0]:
+        _names_apart(fig, ax)
     return save(fig, out / "telemetry.png", layout=False)
+
+
+def _names_apart(fig, ax) -> None:
+    """A trial's name only where it prints over no other: the longest trials named first; trials of
+    a second or two (pruned at once) stay shaded unnamed where there is no room (the leaderboard
+    names them). Each name's text carries its trial's length as its gid."""
+    renderer = fig.canvas.get_renderer()
+    kept = []
+    for text in sorted(ax.texts, key=lambda t: -float(t.get_gid() or 0)):
+        box = text.get_window_extent(renderer).expanded(1.05, 1.0)
+        if any(box.overlaps(other) for other in kept):
+            text.remove()
+        else:
+            kept.append(box)
 
 
 def _panel(ax, host: str, kept: HostSeries, doc: dict, episodes: list, t0: float, span_s: float) -> None:
@@ -152,7 +168,7 @@ def _panel(ax, host: str, kept: HostSeries, doc: dict, episodes: list, t0: float
     for i, (name, start, end) in enumerate(spans):
         ax.axvspan(minutes(start), minutes(end), color="#2a9d8f" if i % 2 else "#e9c46a", alpha=0.15, linewidth=0)
         if len(spans) <= NAMED_TRIALS:
-            ax.text(minutes(start), 101, plain(name, 28), fontsize=7, va="bottom", clip_on=True)
+            ax.text(minutes(start), 101, plain(name, 28), fontsize=7, va="bottom", clip_on=True, gid=f"{end - start:.3f}")
     for t in kept.epochs:
         ax.axvline(minutes(t), ymin=0.94, ymax=1.0, color="black", linewidth=0.8)
     for episode in episodes:                    # a band below 0, under the lines

@@ -181,3 +181,15 @@ def test_a_hosts_hardware_is_a_column_on_a_terminal_and_a_line_every_half_minute
     shown.print(live._table())
     table = shown.file.getvalue()
     assert "hardware" in table.splitlines()[1] and "GPU 87%, CPU 3.4 of 8" in table
+
+
+def test_the_terminal_leaderboard_fits_a_terminal_of_120_columns_with_every_column_whole(tmp_path, capsys,
+                                                                                        monkeypatch):
+    from support.figures import real_run
+    monkeypatch.setattr(view.out, "width", 120)
+    view.out.print(view.leaderboard(real_run("parallel-lost-host", tmp_path)))
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 120
+    header = next(line for line in lines if "rank" in line)
+    assert all(name in header for name in ("trial", "values", "val_acc", "params", "host", "state")), header
+    assert sum("retried as" in line for line in lines) == 1       # the state column, not cut at the edge

@@ -69,3 +69,23 @@ def test_the_cli_leaderboard_has_the_figures_too(tmp_path):
     console.print(view.leaderboard(tmp_path))
     text = console.export_text()
     assert "GPU h" in text and "CPU h" in text and "0.0833" in text
+
+
+def test_no_trial_name_on_telemetry_png_prints_over_another(tmp_path, monkeypatch):
+    """Trials pruned within a second or two of each other (ASHA's first rung) are shaded, not named
+    over each other or over a long trial just after them: the long trial keeps its name."""
+    from launcher.report import telemetry as report_telemetry
+    from support.figures import Kept, overlapping
+    run_with_telemetry(tmp_path)
+    doc = json.loads((tmp_path / "results.json").read_text())
+    quick = [{**doc["candidates"][0], "candidate": f"small_cnn#00{i}", "started_at": T0 + 2 * i, "ended_at": T0 + 2 * i + 1.5}
+             for i in range(1, 5)]
+    doc["candidates"] = quick + [{**doc["candidates"][1], "started_at": T0 + 10, "ended_at": T0 + 300}]
+    kept = Kept()
+    monkeypatch.setattr("launcher.report.build._save", kept)
+    report_telemetry.section(tmp_path, doc, kept)
+    fig = kept.figures["telemetry.png"]
+    for ax in fig.axes:
+        assert overlapping(fig, ax.texts, ax.texts) == []
+    assert "deep_cnn" in {t.get_text() for t in fig.axes[0].texts}
+    kept.close()
