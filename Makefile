@@ -103,7 +103,7 @@ logs:  ## follow the chief: the cluster's when HOSTS is given or inventory.yaml 
 # bench/lanlab.py (the LAN lab as a command), bench/common.py (shared), bench/relay_survey.py (against
 # an old checkout: its command is in its docstring). The labs need root (namespaces, engines, chroots).
 BENCHES ?= sync_vs_parallel scaling input_pipeline fanout startup delta relay scaling_lab lockstep upload \
-	jump leases allreduce_lab search bootstrap telemetry replay handover
+	jump leases allreduce_lab search bootstrap telemetry replay handover cli_start
 bench: venv  ## run every bench (as root; hours) and rewrite docs/benchmarks.md; BENCHES="jump leases" for some
 	@[ "$$(id -u)" = 0 ] || { echo "make bench: the labs need root (network namespaces, Docker engines, chroots): sudo make bench"; exit 2; }
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'

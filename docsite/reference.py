@@ -145,6 +145,8 @@ def inventory_page() -> str:
 def trainer_schema() -> dict:
     from launcher.inventory.json_schema import _tidy
     from trainer.spec.config import TrainConfig
+    from trainer.spec.validation import described
+    described()
     schema = TrainConfig.model_json_schema(mode="validation")
     _tidy(schema)
     return schema

@@ -21,6 +21,8 @@ TITLE = "tfcompose inventory"
 def inventory_schema() -> dict[str, Any]:
     """The schema of an inventory file, as a JSON document."""
     from launcher.inventory.schema import Inventory
+    from trainer.spec.validation import described
+    described()
     schema = Inventory.model_json_schema(mode="validation")
     _tidy(schema)
     return {"$schema": DIALECT, **schema, "title": TITLE,

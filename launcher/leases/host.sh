@@ -198,7 +198,9 @@ session() {
   exec 9<"$f"
   flock -x 9
   echo held
-  while beat=$(timeout "$SESSION_SILENCE_S" dd bs=1 count=1 2>/dev/null) && [ -n "$beat" ]; do :; done
+  # The lock is this shell's alone (9<&-): `timeout` runs dd in a process group of its own, which a
+  # kill of the session's group misses, and which held the lock until its timeout or stdin's end.
+  while beat=$(timeout "$SESSION_SILENCE_S" dd bs=1 count=1 2>/dev/null 9<&-) && [ -n "$beat" ]; do :; done
   rm -f -- "$f"
 }
 

@@ -7,6 +7,7 @@ import pytest
 
 from launcher.cli import main
 from launcher.inventory.schema import Defaults
+from trainer.spec.validation import described
 from support.common import REPO, require
 from support.lsp import LanguageClient, yaml_language_server
 
@@ -55,6 +56,7 @@ def test_a_wrong_value_and_a_misspelt_key_are_underlined_where_they_are(editor, 
 
 
 def test_the_keys_that_may_go_there_are_offered_with_what_each_means(editor, inventory_beside_its_schema):
+    described()           # the fields' descriptions, as the schema has them
     uri = editor.open(inventory_beside_its_schema, A_MISTAKE)
     offered = {item["label"]: _text(item.get("documentation")) for item in editor.completion(uri, *BLANK_IN_DEFAULTS)}
     not_yet_written = set(Defaults.model_fields) - {"tf_port"}

@@ -6,9 +6,13 @@ integer 1–65535.`  Fields carry their "expected" text in `json_schema_extra`.
 """
 from __future__ import annotations
 
-import typing
+import ast
+import functools
+import inspect
 import re
+import typing
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Callable, Sequence
 
 import pydantic
@@ -18,9 +22,58 @@ from trainer.spec.errors import BadInput
 
 
 class StrictModel(BaseModel):
-    """Unknown keys are errors (a typo must not be ignored) and a validated value is frozen."""
+    """Unknown keys are errors (a typo must not be ignored) and a validated value is frozen. Each
+    field's description is the docstring below it, read when asked for (`described`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def described() -> None:
+    """Every model's fields described by their attribute docstrings, as pydantic's
+    use_attribute_docstrings would at import (the JSON Schema, the docs' reference and the editors
+    read them). Read from the source only when asked: at import that reading was a tenth of
+    `tfcompose validate`'s time. Models are rebuilt in the order they were made, so a model that
+    holds another is rebuilt after it and carries its descriptions."""
+    for model in _models_in_order():
+        docs: dict[str, str] = {}
+        for klass in reversed(model.__mro__):          # a field a model inherits keeps its docstring
+            if isinstance(klass, type) and issubclass(klass, StrictModel):
+                docs.update(_attribute_docstrings(klass))
+        for name, info in model.model_fields.items():
+            if info.description is None and name in docs:
+                info.description = docs[name]
+        model.model_rebuild(force=True)
+
+
+def _models_in_order() -> list[type[BaseModel]]:
+    """Every subclass of StrictModel, in the order they were made (__subclasses__ keeps that order)."""
+    order: list[type[BaseModel]] = []
+    stack = list(reversed(StrictModel.__subclasses__()))
+    while stack:
+        model = stack.pop()
+        order.append(model)
+        stack.extend(reversed(model.__subclasses__()))
+    return order
+
+
+@functools.lru_cache(maxsize=None)
+def _class_nodes(path: str | None) -> dict[str, ast.ClassDef]:
+    """Each top-level class of a source file by name (each file parsed once)."""
+    if not path:
+        return {}
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    return {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+
+
+def _attribute_docstrings(model: type) -> dict[str, str]:
+    """name → the string literal right below its annotated assignment in the class body."""
+    node = _class_nodes(inspect.getsourcefile(model)).get(model.__qualname__)
+    docs, body = {}, node.body if node else []
+    for before, after in zip(body, body[1:]):
+        if isinstance(before, ast.AnnAssign) and isinstance(before.target, ast.Name) and isinstance(after, ast.Expr) \
+                and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
+            docs[before.target.id] = inspect.cleandoc(after.value.value)
+    return docs
 
 
 # Strict scalars: YAML's `true` must not pass as 1, nor "3" as 3.
