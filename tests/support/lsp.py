@@ -36,6 +36,7 @@ def yaml_language_server() -> Path | None:
         return None
     partial = INSTALL_DIR.with_name(INSTALL_DIR.name + f".partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
     env = {**os.environ, "NODE_EXTRA_CA_CERTS": CA_FILE} if Path(CA_FILE).exists() else None
     subprocess.run(["npm", "install", "--prefix", str(partial), "--no-audit", "--no-fund", "--loglevel=error",
                     YAML_LANGUAGE_SERVER], check=True, capture_output=True, timeout=300, env=env)
