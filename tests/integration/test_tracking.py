@@ -7,7 +7,7 @@ the test's folder), searches on sshd hosts, everything read back through MLflow'
   URI and in the environment appears in no rendered file, log, result, output or hook environment;
 - a parallel search whose tracker is killed mid-run: training finishes, `up` says what is left,
   and `tfcompose track` sends it once the tracker is back;
-- a parallel search with ASHA where a user's builder refuses some values and a host is killed
+- a parallel search with ASHA where a builder refuses one trial's values and a host is killed
   mid-trial: its pruned, failed and retried trials each with the status and tags the README's
   table says, every run starting and ending when its trial did and every figure at its epoch's end.
 """
@@ -256,13 +256,18 @@ def test_two_trials_of_one_name_stay_two_runs_with_printable_names_and_a_second_
     assert deleted == []
 
 
-# A user's builder that refuses some values (width 1000), a learning rate that diverges (5.0, pruned
-# by ASHA at a rung), two hosts: the grid's points go in order (width fastest), the refused ones end
-# at once, and the host killed mid-trial has its trial retried on the other.
+# A learning rate that diverges (5.0, pruned by ASHA at a rung), two hosts, the host killed mid-trial
+# having its trial retried on the other; and a builder given a value it refuses, as a user's may: the
+# image's own small_cnn by its import path, whose dropout no check of the config bounds (a builder's
+# arguments are its own business), given 1.5, which Keras refuses when the model is built. The
+# grid's points go in order and `trials: 5` takes the first five: the four small_cnn trials, then
+# that one, which fails at once (one failure: no host is quarantined).
+REFUSING = "trainer.train.models:small_cnn"
 TRIALS_EVERY_STATE = {"dataset": {"kind": "synthetic", "image_size": [16, 16], "per_class": 16},
-                      "candidates": ["small_cnn"], "epochs": 6, "batch_per_replica": 8,
+                      "candidates": ["small_cnn", REFUSING], "epochs": 6, "batch_per_replica": 8,
                       "search": {"mode": "parallel", "learning_rates": [0.003, 0.002, 5.0, 0.001],
-                                 "pruner": "asha", "min_epochs": 2, "reduction_factor": 2}}
+                                 "pruner": "asha", "min_epochs": 2, "reduction_factor": 2, "trials": 5,
+                                 "hyperparameters": {REFUSING: {"dropout": [1.5]}}}}
 STATUS = {"complete": "FINISHED", "pruned": "FINISHED", "failed": "FAILED", "retried": "KILLED"}
 
 
@@ -300,9 +305,8 @@ def kill_mid_trial(hosts, name: str, host: int, up: CliProcess, seconds: float =
     raise AssertionError(f"h{host} never got into a trial:\n{up.output[-4000:]}")
 
 
-def test_pruned_and_retried_trials_carry_their_state_tags_and_their_own_times(mlflow_server, cluster_env, tmp_path):
-    """A failed trial's run (FAILED, its why) is checked through a stand-in tracker and the mapping's
-    unit tests: a builder that refuses its values needs a user's image, built in the test (minutes)."""
+def test_pruned_failed_and_retried_trials_carry_their_state_tags_and_their_own_times(mlflow_server, cluster_env,
+                                                                                     tmp_path):
     name, inv, hosts = cluster_env(n=2, train=TRIALS_EVERY_STATE,
                                    tracking={"mlflow": {"uri": mlflow_server.uri, "experiment": "every-state"}})
     runs = tmp_path / "runs"
@@ -315,7 +319,7 @@ def test_pruned_and_retried_trials_carry_their_state_tags_and_their_own_times(ml
     run_dir = runs / name / "latest"
     doc = json.loads((run_dir / "results.json").read_text())
     states = [r["state"] for r in doc["candidates"]]
-    assert {"complete", "pruned", "retried"} <= set(states), states
+    assert {"complete", "pruned", "retried", "failed"} <= set(states), states
     client = mlflow_server.client()
     parents, children = search_runs(client, "every-state")
     (parent,) = parents
@@ -334,7 +338,7 @@ def test_pruned_and_retried_trials_carry_their_state_tags_and_their_own_times(ml
         if state == "pruned":
             assert run.data.tags["tfcompose.pruned_at_epoch"] == str(record["pruned_at_epoch"])
         if state == "failed":
-            assert "width 1000 is more than this model takes" in run.data.tags["tfcompose.why"]
+            assert "Invalid value 1.5 received for `rate`" in run.data.tags["tfcompose.why"], run.data.tags
         if state == "retried":
             assert run.data.tags["tfcompose.retried_as"] == record["retried_as"] == record["candidate"] + "~r1"
             assert record["host"] == "h1" and by_name[record["retried_as"]].data.tags["tfcompose.host"] == "h0"
