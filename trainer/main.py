@@ -13,9 +13,10 @@ from pathlib import Path
 
 from trainer.cluster import rank
 from trainer.cluster.tfconfig import ClusterInfo, is_chief, parse_tf_config
-from trainer.spec.config import TrainConfig, env_overrides, parse_yaml
+from trainer.spec.config import TrainConfig
 from trainer.spec.errors import ConfigError, ExitCode, TfcError
 from trainer.spec.load import load_config
+from trainer.spec.overrides import env_overrides, parse_yaml
 
 SHORTCUTS = {  # flag → config field; every other field through --set key=value
     "epochs": "epochs", "candidates": "candidates", "results_dir": "results_dir",

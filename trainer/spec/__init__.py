@@ -2,6 +2,8 @@
 a cluster; the launcher imports the trainer only from here (an import-linter contract says so).
 
     config.py        the trainer's settings (train.yaml, TFC_TRAIN_*, flags): the schema
+    overrides.py     the config file read, and the flags' and TFC_TRAIN_* overrides laid over it
+    elastic_run.py   an elastic run's record: the batch policy, its re-forms (written by `up`)
     validation.py    pydantic's errors as one line each (the inventory's too)
     yamlfile.py      YAML read under bounds (size, depth, aliases)
     space.py         the search space: its dimensions, its grid, its rules

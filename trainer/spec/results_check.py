@@ -203,7 +203,7 @@ def host_figures(sent, classes: int, where: str) -> dict:
 def _elastic_fits(value) -> bool:
     """An elastic run's section, checked by the model `up` writes it from (one owner)."""
     from pydantic import ValidationError
-    from trainer.spec.config import ElasticRun
+    from trainer.spec.elastic_run import ElasticRun
     try:
         ElasticRun.model_validate(value)
         return True
