@@ -29,7 +29,7 @@ from typing import Optional, Union
 SCHEMA = 1
 MAX_BYTES = 8192              # what the host sends of each file (host.sh's `head -c`): 1024 GPU ids fit
 MAX_GPUS, MAX_PORTS = 1024, 16
-NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")       # cluster and host names (schema.NAME_RE)
+NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")       # cluster and host names (fields.NAME_RE)
 HEX16_RE = re.compile(r"^[0-9a-f]{16}$")                               # lease ids and session ids
 RUN_RE = re.compile(r"^(?:\d{8}-\d{6}-[0-9a-f]{8}|[0-9a-f]{12}|local)?$")    # runs.RUN_ID_RE, or "" until known
 KEY_RE = re.compile(r"^[0-9]{13}-[0-9a-f]{8}$")                        # ticket keys: ms since 1970, nonce
