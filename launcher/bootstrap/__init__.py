@@ -2,7 +2,9 @@
 inventory asked of the hosts (`tfcompose init`). Read facts once, decide in pure code, build the
 commands apart; only stage.py and init.py reach a host.
 
-    facts.py         what a host is: one probe, its parser beside it, into a frozen type
+    facts.py         what a host is: the probe's answer parsed into a frozen type
+    probe.py         the probe: one POSIX shell script, run as the SSH user, that changes nothing
+    apt_sources.py   what a host's apt sources say: its archive, every repository they name
     decide.py        what to do to one host, from its facts alone (pure)
     commands.py      every command bootstrap runs on a host, and the root script that installs
     repositories.py  Docker's and NVIDIA's apt repositories and their signing keys

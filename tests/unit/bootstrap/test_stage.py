@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from launcher.bootstrap import commands, stage
-from launcher.bootstrap.facts import PROBE
+from launcher.bootstrap.probe import PROBE
 from launcher.errors import RemoteError
 from launcher.inventory.load import load_cluster
 from launcher.reporter import RecordingReporter
