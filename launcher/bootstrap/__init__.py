@@ -6,6 +6,8 @@ commands apart; only stage.py and init.py reach a host.
     probe.py         the probe: one POSIX shell script, run as the SSH user, that changes nothing
     apt_sources.py   what a host's apt sources say: its archive, every repository they name
     decide.py        what to do to one host, from its facts alone (pure)
+    host_plan.py     a host's plan as data: what is wanted, the steps and their order, the plan
+    driver.py        the NVIDIA driver judged from the facts, each problem with its fix (pure)
     commands.py      every command bootstrap runs on a host, and the root script that installs
     repositories.py  Docker's and NVIDIA's apt repositories and their signing keys
     offline.py       the .deb files an offline host lacks, resolved and cached on this machine

@@ -74,7 +74,7 @@ def look(offset: int, state: str = STATE_DIR) -> list[str]:
     return ["sh", "-c", script, "sh", state, str(int(offset)), str(LOG_READ)]
 
 
-# The root script. $1: the plan file, $2: the state folder. Phases in decide.ORDER's order; each
+# The root script. $1: the plan file, $2: the state folder. Phases in host_plan.ORDER's order; each
 # says `TFC-STEP <kind> …` when it begins, `TFC-WAIT …` while it waits and `TFC-FAIL <why>` when it
 # fails; the exit status lands in $2/status.
 APPLY = r"""

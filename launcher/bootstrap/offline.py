@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
 from launcher.bootstrap import commands
-from launcher.bootstrap.decide import NEXT, NEXT_RELEASE
+from launcher.bootstrap.host_plan import NEXT, NEXT_RELEASE
 from launcher.bootstrap.repositories import BY_NAME
 from launcher.errors import RemoteError, TfcError
 from launcher.files import CHUNK, cache_root, write_atomic

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from launcher.bootstrap import commands, facts as facts_mod, offline as offline_mod
-from launcher.bootstrap.decide import NEXT, NEXT_RELEASE, HostPlan, Wants, decide
+from launcher.bootstrap.decide import decide
+from launcher.bootstrap.host_plan import NEXT, NEXT_RELEASE, HostPlan, Wants
 from launcher.bootstrap.repositories import BY_NAME, KeyError_, deb822, key_for
 from launcher.errors import RemoteError, summary
 from launcher.files import cache_root
