@@ -10,6 +10,8 @@ busy?").
     csvfile.py   telemetry/<host>.csv and its spools: the one owner of the format
     live.py      one line per host, and the leaderboard's columns (pure)
     session.py   one sampler per host for the life of the wait loop, and the judge thread
+    sampler.py   one host's sampler: its command, its parser, restarted or left when it ends
+    observer.py  the wait loop's reporter meanwhile: passes all on, learns who trains (pure)
     once.py      `status`: one short sampler run per host
     assemble.py  at collect: the CSVs merged, each trial's figures into results.json
 """
