@@ -13,8 +13,8 @@ from typing import Optional
 from launcher import docker_commands as dc
 from launcher.errors import RemoteError
 from launcher.inventory.model import Host
-from launcher.leases import files as files, rules as rules
-from launcher.leases.files import Folder
+from launcher.leases import rules as rules
+from launcher.leases.look import Folder, parse_look
 
 HOST_SCRIPT = Path(__file__).with_name("host.sh")
 LOOK_LIMIT = 8 << 20  # 512 files of 8 KB in base64 (5.5 MB), and the sessions
@@ -41,7 +41,7 @@ def open_session(host: Host, conn, reporter) -> str:
 def look(host: Host, conn, with_containers: bool = True) -> tuple[Folder, Optional[dict]]:
     """The folder's files and sessions; and the host's tfcompose containers when some lease's
     session is over (its liveness is then its containers'); None when Docker did not answer."""
-    folder = files.parse_look(conn.run(host_command("look", host.lease_dir), limit=LOOK_LIMIT).stdout)
+    folder = parse_look(conn.run(host_command("look", host.lease_dir), limit=LOOK_LIMIT).stdout)
     if not with_containers or all(folder.alive(lease.session) for lease in folder.leases):
         return folder, {}
     answer = conn.run(dc.tfcompose_containers(), check=False, limit=1 << 20)

@@ -57,7 +57,8 @@ from launcher.inventory.model import Host
 from launcher.plan import Plan
 from launcher.ssh.group import Group
 from launcher.leases import files as files, rules as rules
-from launcher.leases.files import Folder, Needs, Ticket
+from launcher.leases.files import Needs, Ticket
+from launcher.leases.look import Folder, fingerprint
 from launcher.leases.on_host import change, crowded_lines, look, open_session, release_host
 
 POLL_S = 2.0          # between two looks of a queued `up`
@@ -153,7 +154,7 @@ def commit(group: Group, rounds: dict[str, Round]) -> bool:
 
     def one(host: Host, conn) -> bool:
         r = rounds[host.name]
-        return change(host, conn, r.decision.changes, files.fingerprint(r.folder, set(ours)), ours)
+        return change(host, conn, r.decision.changes, fingerprint(r.folder, set(ours)), ours)
 
     result = group.run("lease", one)
     if result.ok and all(result.succeeded.values()):

@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from launcher.leases import files as lf, on_host
+from launcher.leases import files as lf, look, on_host
 
 UID = os.getuid()
 
@@ -28,10 +28,10 @@ def a_lease(uid: int = UID, cluster: str = "demo", session: str = "0" * 16) -> l
                     lf.gpus_of([0]), frozenset({2222}), uid=uid)
 
 
-def looked(folder: Path, user: str | None = None) -> lf.Folder:
+def looked(folder: Path, user: str | None = None) -> look.Folder:
     answer = host(folder, "look", user=user)
     assert answer.returncode == 0, answer.stderr
-    return lf.parse_look(answer.stdout)
+    return look.parse_look(answer.stdout)
 
 
 class Session:
@@ -49,3 +49,12 @@ class Session:
     def end(self) -> None:
         self.proc.stdin.close()          # what closing the SSH connection does to it
         self.proc.wait(10)
+
+
+def demo_lease(**kw) -> lf.Lease:
+    """alice's lease of cluster demo on h1, as files.py reads it back (`kw`: what differs)."""
+    values = dict(id="0123456789abcdef", cluster="demo", host="h1", run="3f2a1b2c3d4e", user="alice",
+                  launcher="alice@laptop", session="fedcba9876543210", since=1_700_000_000, gpus=lf.Gpus(ids=frozenset({0, 1})),
+                  ports=frozenset({2222}), uid=1000, owner="alice", file="demo.h1.1000.lease")
+    values.update(kw)
+    return lf.Lease(**values)

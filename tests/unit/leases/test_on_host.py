@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.leases import files as lf, on_host
+from launcher.leases import files as lf, look, on_host
 from support.common import IN_CI
 from support.lease_host import UID, Session, a_lease, host, looked, writes
 
@@ -56,7 +56,7 @@ def test_check_and_write_refuses_when_the_files_changed_since_the_look(tmp_path)
     Session(tmp_path, "c" * 16).end()
     before = looked(tmp_path)
     name = lf.lease_file("demo", "h0", UID)
-    print_ = lf.fingerprint(before, set())
+    print_ = look.fingerprint(before, set())
     assert host(tmp_path, "change", print_, stdin=writes((name, lf.lease_text(a_lease())))).stdout == "done\n"
     again = host(tmp_path, "change", print_, stdin=writes(("other.h0.0.lease", "{}")))
     assert (again.returncode, again.stdout) == (4, "changed\n") and not (tmp_path / "other.h0.0.lease").exists()
@@ -66,7 +66,7 @@ def test_check_and_write_refuses_when_the_files_changed_since_the_look(tmp_path)
 
 def test_of_two_launchers_checking_and_writing_at_once_exactly_one_wins(tmp_path):
     Session(tmp_path, "d" * 16).end()
-    print_ = lf.fingerprint(looked(tmp_path), set())
+    print_ = look.fingerprint(looked(tmp_path), set())
     results = []
 
     def take(cluster: str) -> None:
@@ -75,7 +75,7 @@ def test_of_two_launchers_checking_and_writing_at_once_exactly_one_wins(tmp_path
     for _ in range(5):
         for f in tmp_path.glob("*.lease"):
             f.unlink()
-        print_ = lf.fingerprint(looked(tmp_path), set())
+        print_ = look.fingerprint(looked(tmp_path), set())
         results.clear()
         threads = [threading.Thread(target=take, args=(c,)) for c in ("one", "two", "three")]
         for t in threads:
