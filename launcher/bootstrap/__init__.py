@@ -11,6 +11,7 @@ commands apart; only stage.py and init.py reach a host.
     commands.py      every command bootstrap runs on a host, and the root script that installs
     repositories.py  Docker's and NVIDIA's apt repositories and their signing keys
     offline.py       the .deb files an offline host lacks, resolved and cached on this machine
+    ship_debs.py     those .deb files sent to the host, only what it lacks, a cut transfer resumed
     stage.py         `tfcompose bootstrap` over the Group: decide, ship, install, judge again
     follow.py        the installation on a host followed to its end through its log
     starter.py       `init`'s decisions from the facts (pure); init.py asks the hosts

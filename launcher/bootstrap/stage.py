@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from launcher.bootstrap import commands, facts as facts_mod, offline as offline_mod
+from launcher.bootstrap import commands, facts as facts_mod, offline as offline_mod, ship_debs
 from launcher.bootstrap.decide import decide
 from launcher.bootstrap.follow import follow
 from launcher.bootstrap.host_plan import NEXT, NEXT_RELEASE, HostPlan, Wants
@@ -61,7 +61,7 @@ class HostResult:
     after: Optional[HostPlan] = None       # judged again once the work was done
     seconds: float = 0.0
     bundle: Optional[offline_mod.Bundle] = None
-    shipped: Optional[offline_mod.Shipped] = None
+    shipped: Optional[ship_debs.Shipped] = None
 
     @property
     def state(self) -> str:
@@ -279,7 +279,7 @@ def _ship_debs(cluster: Cluster, host: Host, conn, result: HostResult, plan: Hos
         return []
     if debs:
         reporter.stage(host.name, "shipping", f"{len(debs)} .deb file(s), {sum(d.size for d in debs) / 1e6:,.1f} MB")
-        result.shipped = offline_mod.ship(conn, stage, debs, transfer_reporter(reporter, host.name, ".deb files"))
+        result.shipped = ship_debs.ship(conn, stage, debs, transfer_reporter(reporter, host.name, ".deb files"))
     return [(d.sha256, d.name) for d in debs]
 
 
