@@ -8,7 +8,8 @@ training (train/), the cluster and the spec.
     points.py        a search's points without Optuna: names of values, sameness, an untried point
     retries.py       the retries waiting for a host, and which host takes one
     coordinator.py   the chief's side of a parallel search: the study as the hosts see it
-    queue.py         the trial queue's transport: HTTP on the chief, a client on every host
+    queue.py         the trial queue's transport: HTTP on the chief
+    queue_client.py  the queue as a host calls it: over HTTP, or the chief's own loop; heartbeats
     wire.py          what crosses the network: typed messages and the proof a call comes from its host
     trial_loop.py    the one loop: take a trial from a source, train it, report, keep the best
 """

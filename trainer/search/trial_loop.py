@@ -266,7 +266,7 @@ class QueueSource:
 
     @contextlib.contextmanager
     def training(self, trial: Trial):
-        from trainer.search.queue import Beating
+        from trainer.search.queue_client import Beating
         with Beating(self.channel, trial.number, every_s=max(1.0, self.cfg.search.lost_after_s / 4)) as beating:
             self.beating = beating
             try:
