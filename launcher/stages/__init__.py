@@ -11,4 +11,5 @@
     collect.py      results, logs and telemetry into runs/<cluster>/<run>/
     down.py         containers (and TensorBoards) removed; --purge the folders tfcompose made
     status.py, logs.py, watch.py, tensorboard.py, hooks.py   the commands beside `up`
+    tensorboard_source.py   which host, folder and image `tensorboard` serves (pure)
 """

@@ -83,3 +83,10 @@ def host_facts(**said: str) -> "HostFacts":
     the real parser."""
     from launcher.host_facts import parse
     return parse("".join(f"{key}={value}\n" for key, value in said.items()) + "end=ok\n")
+
+
+def run_folder(root: Path, *boards: str) -> Path:
+    """A collected run's folder with a TensorBoard folder at each of `boards` (e.g. tensorboard, hosts/h1/tensorboard)."""
+    for board in boards:
+        (root / board / "small_cnn" / "train").mkdir(parents=True)
+    return root
