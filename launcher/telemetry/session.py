@@ -1,7 +1,7 @@
 """Telemetry for the life of `up --wait` and `watch`: one sampler per host (command.py) held over
 the SSH connection the command already has (ssh/tunnel.py's Held: a thread each), their output
 parsed as it comes (parse.py), and one judge thread that, every second, takes the samples from a
-bounded queue, appends them to the run folder's spools (csvfile.py), shows each host's line in the
+bounded queue, appends them to the run folder's spools (spools.py), shows each host's line in the
 live view, and warns once per episode of what the rules find (rules.py).
 
 `sampling(group, plan, run_dir)` wraps the wait loop. It stands in for the group's reporter for
@@ -37,6 +37,7 @@ from launcher.telemetry.observer import Observer
 from launcher.telemetry.parse import HostStream
 from launcher.telemetry.sampler import Sampler, why_ended
 from launcher.telemetry.samples import Sample
+from launcher.telemetry.spools import Spool, merge
 
 HEARTBEAT_S = 5.0         # the sampler's stdin hears from us this often (it gives up after command.SILENCE_S)
 LOOK_S = rules.LOOK_S     # the judge's pace (the report's replay keeps it too)
@@ -62,7 +63,7 @@ class Session:
         self.latest: dict[str, tuple[float, Sample]] = {}
         self.counts: dict[str, int] = {}          # samples taken per host (the first has no rates to show)
         self.episodes = rules.Episodes()
-        self.spools: dict[str, Optional[csvfile.Spool]] = {}     # None: it could not be written (said once)
+        self.spools: dict[str, Optional[Spool]] = {}     # None: it could not be written (said once)
         self.name = f"{os.getpid()}-{int(time.time())}-{next(SESSIONS)}"
         self._said: set = set()
         self._stop = threading.Event()
@@ -103,7 +104,7 @@ class Session:
                 spool.close()
         for host in self.spools:
             try:
-                csvfile.merge(self.run_dir, host)
+                merge(self.run_dir, host)
             except OSError as exc:
                 self.observer.warn(host, f"telemetry not written to {csvfile.csv_path(self.run_dir, host)}: {exc}")
 
@@ -181,10 +182,10 @@ class Session:
             self.latest[host] = (self.clock(), sample)
             self.counts[host] = self.counts.get(host, 0) + 1
 
-    def _spool(self, host: str) -> csvfile.Spool:
+    def _spool(self, host: str) -> Spool:
         if host not in self.spools:
             self.spools[host] = None            # until it is made: a folder that cannot be written is said once
-            self.spools[host] = csvfile.Spool(self.run_dir, host, self.name)
+            self.spools[host] = Spool(self.run_dir, host, self.name)
         return self.spools[host]
 
     def _write(self, host: str, write) -> None:
