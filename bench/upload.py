@@ -1,7 +1,7 @@
 """B6: one upload through `Connection.stream` to a loopback sshd (`cat > /dev/null`), the send loop
 before and now, interleaved in the same run: paramiko's `sendall` (which copies the rest of the
 chunk for every packet, and cannot hear Ctrl-C while the host's window is full) and the
-connection's `_send_all` (a slice per packet, checking `cancel` between them)."""
+transport's `send_all` (launcher/ssh/channel.py: a slice per packet, checking `cancel` between them)."""
 from __future__ import annotations
 
 import sys
@@ -24,10 +24,11 @@ def chunks(total_mib: int, size: int = 1 << 20):
 
 def main(repeats: int = 5) -> None:
     from launcher.inventory.load import load_cluster
-    from launcher.ssh.connection import Connection
+    from launcher.ssh import connection
     from launcher.ssh.group import Group
-    now = Connection._send_all
-    ways = {"paramiko `sendall` (before)": lambda self, channel, data, idle: channel.sendall(data), "`_send_all` (now)": now}
+    now = connection.send_all
+    ways = {"paramiko `sendall` (before)": lambda channel, data, idle, check_cancel: channel.sendall(data),
+            "`_send_all` (now)": now}
     rates: dict[str, list[float]] = {name: [] for name in ways}
     with tempfile.TemporaryDirectory(prefix="tfc-upload-") as tmp:
         farm = SshdFarm(Path(tmp))
@@ -39,12 +40,12 @@ def main(repeats: int = 5) -> None:
                 conn = group.conn(cluster.hosts[0])
                 for _ in range(repeats):
                     for name, send in ways.items():
-                        Connection._send_all = send
+                        connection.send_all = send
                         started = time.monotonic()
                         conn.stream(["sh", "-c", "cat > /dev/null"], on_output=lambda _: None, stdin_chunks=chunks(MIB))
                         rates[name].append(MIB / (time.monotonic() - started))
         finally:
-            Connection._send_all = now
+            connection.send_all = now
             farm.stop()
     rows = [f"| {name} | {summary(v)[0]:.0f} | {summary(v)[1]:.0f} | {', '.join(f'{x:.0f}' for x in v)} |"
             for name, v in rates.items()]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from launcher.errors import InventoryError
-from trainer.spec.config import ElasticRun, Reform, reform_at
+from trainer.spec.elastic_run import ElasticRun, Reform, reform_at
 from launcher.files import CHUNK
 from launcher.inventory.model import Cluster, Host
 

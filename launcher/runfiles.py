@@ -267,6 +267,6 @@ def load_results(run_dir: Path, folder: str = "") -> dict:
 
 def write_results(run_dir: Path, doc: dict, folder: str = "") -> Path:
     """results.json written whole, as its owner writes it (after its check)."""
-    from trainer.spec import results
-    results.check(doc, str(Path(run_dir) / folder / RESULTS))
+    from trainer.spec import results, results_check
+    results_check.check(doc, str(Path(run_dir) / folder / RESULTS))
     return write_bytes(Path(run_dir), Path(folder) / RESULTS, results.dumps(doc).encode())

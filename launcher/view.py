@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from launcher.progress_lines import describe, epoch_lines, search_summary
 from launcher.text import clock, printable
 
 UNWRAPPED = 100_000     # columns off a terminal: nothing is cut or wrapped, whatever COLUMNS says
@@ -274,98 +275,3 @@ def log_line_printer(hosts: list[str]):
         else:
             print(prefix + printable(line), flush=True)
     return emit
-
-
-# --- training progress (trainer/spec/progress.py's documents), as one line ---------------------------
-
-def trial_words(p, trial_index: int, trial: str) -> str:
-    """`trial 3/16 small_cnn#003` (every worker trains every trial), or in a parallel search, where
-    a host counts only its own, `small_cnn#007 (its 3rd trial)`."""
-    if p.scope == "host":
-        return f"{trial} (its {ordinal(trial_index)} trial)"
-    return f"trial {trial_index}/{p.trials} {trial}"
-
-
-def ordinal(n: int) -> str:
-    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
-
-
-def describe(p, restarts: int = 0, eta=None) -> str:
-    """One line: the trial, epoch j/m, images/s, the last metrics, the ETA (and restarts, if any).
-    `eta`: a parallel search's ETA for this host (the search's, from the chief's queue)."""
-    metrics = " ".join(f"{k} {v:.4f}" for k, v in (("loss", p.loss), ("acc", p.accuracy), ("val_acc", p.val_accuracy)))
-    eta = p.eta_seconds() if p.scope != "host" else eta
-    line = (f"{trial_words(p, p.trial_index, p.trial)} epoch {p.epoch}/{p.epochs} {p.images_per_second:.0f} img/s "
-            f"{metrics} ETA {clock(eta)}")
-    restarts = max(restarts, p.restarts)
-    return line + (f" restarts {restarts}" if restarts else "") + (" (done)" if p.done else "")
-
-
-def search_summary(search: dict) -> str:
-    """`3 done, 1 pruned, 2 running, 4 left; best small_cnn#003 (val_acc 0.9750)`."""
-    failed = f", {search['failed']} failed" if search.get("failed") else ""
-    text = f"{search['done']} done, {search['pruned']} pruned{failed}, {search['running']} running, {search['left']} left"
-    return text + (f"; best {search['best']} (val_acc {search['best_val_accuracy']:.4f})" if search["best"] else "")
-
-
-def epoch_lines(p, after: tuple, restarts: int = 0, eta=None) -> tuple[list[str], tuple]:
-    """One line per epoch finished since `after` (trial index, epoch), in order; the new mark.
-    `eta`: a parallel search's ETA for this host now (its earlier epochs' ETAs are not known)."""
-    lines, mark = [], after
-    restarts = max(restarts, p.restarts)
-    for trial_index, trial, epoch, epochs, loss, acc, _val_loss, val_acc, ips in p.recent:
-        if (trial_index, epoch) <= after[:2]:
-            continue
-        when = p.eta_seconds(trial_index, epoch) if p.scope != "host" else eta
-        lines.append(f"{trial_words(p, trial_index, trial)} epoch {epoch}/{epochs} {ips:.0f} img/s loss {loss:.4f} "
-                     f"acc {acc:.4f} val_acc {val_acc:.4f} ETA {clock(when)}" + (f" restarts {restarts}" if restarts else ""))
-        mark = (trial_index, epoch)
-    return lines, mark
-
-
-# --- tfcompose bootstrap -------------------------------------------------------------------------
-
-def bootstrap_lines(outcome) -> list[str]:
-    """Per host: the plan (without --yes) or what became of it; then what to do next."""
-    lines = []
-    for result in outcome.hosts.values():
-        lines += _bootstrap_host(result, outcome.applied)
-    if not outcome.applied:
-        todo = [r.host for r in outcome.hosts.values() if r.state == "planned"]
-        lines.append("nothing was changed" + (f"; `tfcompose bootstrap --yes` takes the steps above on {', '.join(todo)}"
-                                              if todo else ""))
-    return lines
-
-
-def _bootstrap_host(result, applied: bool) -> list[str]:
-    state, plan, f = result.state, result.after or result.plan, result.facts
-    if state == "unreachable":
-        return [f"{result.host}: not looked at: {(result.error or '').removeprefix(result.host + ': ')}"]
-    if state == "refused":
-        return [f"{result.host}: refused: {plan.refused if plan.refused else result.plan.refused}"]
-    what = f"{f.os_name}, {f.arch}" if f is not None else ""
-    if not applied or (state != "ready" and not result.done and not result.error):
-        lines = [f"{result.host}: {what}: " + ("nothing to do" + _engine(f) if plan.nothing_to_do else
-                                                 f"{len(plan.steps)} step(s)")]
-        lines += [f"  {i}. {step.line()}" for i, step in enumerate(plan.steps, start=1)]
-        lines += [f"  waits for apt's lock if it is still held: {holder}" for holder in plan.waits_for]
-    elif state == "ready":
-        lines = [f"{result.host}: ready in {result.seconds:.0f} s" + (": " + "; ".join(result.done) if result.done else "")]
-    else:
-        error = (result.error or "").removeprefix(f"{result.host}: ")
-        lines = [f"{result.host}: {'failed' if error else 'not ready'}" + (f": {error}" if error else "")]
-        if result.done:
-            lines.append("  done before that: " + "; ".join(result.done))
-    if result.bundle is not None:
-        sent = result.shipped
-        lines.append(f"  offline: {len(result.bundle.debs)} .deb file(s), {result.bundle.size / 1e6:,.1f} MB"
-                     + (f"; sent {sent.bytes / 1e6:,.1f} MB ({sent.held} held already)" if sent else ""))
-    lines += [f"  left to you: {b}" for b in plan.blockers]
-    lines += [f"  note: {n}" for n in plan.notes]
-    return lines
-
-
-def _engine(f) -> str:
-    if f is None or not f.engine_version:
-        return ""
-    return f" (Docker {f.engine_version}, compose {f.compose or '?'})"

@@ -13,9 +13,10 @@ from pathlib import Path
 
 from trainer.cluster import rank
 from trainer.cluster.tfconfig import ClusterInfo, is_chief, parse_tf_config
-from trainer.spec.config import TrainConfig, env_overrides, parse_yaml
+from trainer.spec.config import TrainConfig
 from trainer.spec.errors import ConfigError, ExitCode, TfcError
 from trainer.spec.load import load_config
+from trainer.spec.overrides import env_overrides, parse_yaml
 
 SHORTCUTS = {  # flag → config field; every other field through --set key=value
     "epochs": "epochs", "candidates": "candidates", "results_dir": "results_dir",
@@ -127,7 +128,7 @@ def search_settings(cfg: TrainConfig, study) -> dict:
 def search_in_parallel(cfg: TrainConfig, info: ClusterInfo, strategy, data):
     """This host's trials from the chief's queue; on the chief (which serves the queue to the
     others when the launcher gave it a cluster) also every trial's record and the hosts' summary."""
-    from trainer.search import queue as q, trial_loop, wire
+    from trainer.search import queue as q, queue_client, trial_loop, wire
     from trainer.search.coordinator import Coordinator
     from trainer.spec.progress import SEARCH_FILE
     from trainer.train.trial import backup_root
@@ -135,7 +136,7 @@ def search_in_parallel(cfg: TrainConfig, info: ClusterInfo, strategy, data):
     host = os.environ.get("TFC_HOST", "") or info.task_name
     if cfg.search.queue not in (None, "serve"):
         key = wire.read_key(Path(cfg.search.key_file)) if cfg.search.key_file else wire.new_key()
-        channel = q.Client(cfg.search.queue, host, key, patience_s=2 * cfg.search.lost_after_s,
+        channel = queue_client.Client(cfg.search.queue, host, key, patience_s=2 * cfg.search.lost_after_s,
                            first_patience_s=cfg.join_timeout_s)
         state = trial_loop.run_trials(trial_loop.QueueSource(cfg, info.task_name, strategy, channel, log),
                                       cfg, info.task_name, strategy, data, True, log)
@@ -156,7 +157,7 @@ def search_in_parallel(cfg: TrainConfig, info: ClusterInfo, strategy, data):
         stopped = threading.Event()
         threading.Thread(target=coordinator.watch, args=(stopped,), daemon=True).start()
     try:
-        source = trial_loop.QueueSource(cfg, info.task_name, strategy, q.Local(coordinator, host), log)
+        source = trial_loop.QueueSource(cfg, info.task_name, strategy, queue_client.Local(coordinator, host), log)
         state = trial_loop.run_trials(source, cfg, info.task_name, strategy, data, True, log)
         q.wait_for_done(coordinator, grace_s=3 * q.WAIT_S)
         coordinator.write_progress(finished=True)

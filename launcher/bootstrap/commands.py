@@ -18,13 +18,14 @@ from __future__ import annotations
 import re
 from typing import Optional, Sequence
 
-from launcher.bootstrap.facts import PROBE, STATE_DIR
+from launcher.bootstrap.facts import STATE_DIR
+from launcher.bootstrap.probe import PROBE
 
 LOG_READ = 64 << 10          # what one look at the install's log reads at most
 
 
 def probe(workdir: str, data_dir: str, peer: str = "") -> list[str]:
-    """What the host is (facts.PROBE); `peer`: an address whose route names the cluster's interface."""
+    """What the host is (probe.PROBE); `peer`: an address whose route names the cluster's interface."""
     return ["sh", "-c", PROBE, "sh", workdir, data_dir, STATE_DIR, peer]
 
 
@@ -73,7 +74,7 @@ def look(offset: int, state: str = STATE_DIR) -> list[str]:
     return ["sh", "-c", script, "sh", state, str(int(offset)), str(LOG_READ)]
 
 
-# The root script. $1: the plan file, $2: the state folder. Phases in decide.ORDER's order; each
+# The root script. $1: the plan file, $2: the state folder. Phases in host_plan.ORDER's order; each
 # says `TFC-STEP <kind> …` when it begins, `TFC-WAIT …` while it waits and `TFC-FAIL <why>` when it
 # fails; the exit status lands in $2/status.
 APPLY = r"""

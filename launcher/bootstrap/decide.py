@@ -18,21 +18,19 @@ Where Docker comes from (the inventory's `bootstrap.docker`), for a host with no
 - docker: Docker's apt repository (docker-ce, docker-ce-cli, containerd.io, the buildx and compose
   plugins): newer engines, Docker's own support.
 An engine already there is kept, whichever it is: only what it lacks is added, and apt runs with
---no-remove, so no package is ever removed.
+--no-remove, so no package is ever removed. The NVIDIA driver is judged by driver.py; the plan's
+types are host_plan.py's.
 """
 from __future__ import annotations
 
-import itertools
-from dataclasses import dataclass, field
 from typing import Optional
 
+from launcher.bootstrap.driver import driver_problem
 from launcher.bootstrap.facts import ARCHES, Facts
+from launcher.bootstrap.host_plan import (ARCHIVE, DOCKER_REPO, NEXT_RELEASE, NVIDIA_REPO, ORDER, HostPlan, Step, Wants,
+                                          packages_text)
 from launcher.bootstrap.repositories import BY_NAME, configured
 
-# Where a package comes from: the host's distribution archive, the next release's (Debian 12's
-# compose), Docker's or NVIDIA's apt repository.
-ARCHIVE, NEXT_RELEASE, DOCKER_REPO, NVIDIA_REPO = "archive", "next-release", "docker", "nvidia"
-NEXT = {"debian-12": "trixie"}
 DISTRO_ENGINE = {"debian-12": [("docker.io", ARCHIVE), ("docker-compose", NEXT_RELEASE)],
                  "ubuntu-22.04": [("docker.io", ARCHIVE), ("docker-compose-v2", ARCHIVE)],
                  "ubuntu-24.04": [("docker.io", ARCHIVE), ("docker-compose-v2", ARCHIVE)]}
@@ -48,66 +46,11 @@ OURS = {"docker.io", "docker-compose", "docker-compose-v2", "docker-ce", "docker
         "libdevmapper1.02.1", "dmsetup", "libsystemd0", "pigz", "docker-ce-rootless-extras", "slirp4netns",
         "libslirp0", "libintl-perl", "libbsd0", "libmd0", "libedit2", "apparmor", "cgroupfs-mount"}
 
-# The order steps are taken in on a host (commands.APPLY runs them in this order too).
-ORDER = ("follow", "finish-dpkg", "repository", "install", "start", "group", "folders", "nvidia-runtime", "gpu-check")
-MIN_DRIVER = (525, 60, 13)       # the oldest Linux driver CUDA 12 (TensorFlow 2.21's wheels) runs on
 MIN_INSTALL_KB = 1 << 20         # free space where packages unpack (/usr) and download (/var/cache/apt)
 MIN_DOCKER_ROOT_KB = 8 << 20     # below this at Docker's root, say that the trainer image will not fit well
 # `systemctl is-enabled docker` answers that start it at boot ("": no systemctl to ask).
 BOOTS = ("enabled", "enabled-runtime", "static", "indirect", "generated", "alias", "")
 RELEASE_NAMES = "Debian 12 and Ubuntu 22.04 and 24.04"
-
-
-@dataclass(frozen=True)
-class Wants:
-    """What the inventory asks of one host."""
-
-    gpus: object = 0                       # the host's `gpus` (0: CPU only)
-    folders: tuple[tuple[str, str], ...] = ()   # (what, path): workdir, and data_dir when `up` fills it
-    docker: str = "distro"                 # distro | docker: where an engine comes from
-    offline: bool = False
-    become_pass: bool = False              # a sudo password was given (--ask-become-pass)
-    toolkit_in_debs: bool = False          # bootstrap.debs holds nvidia-container-toolkit
-
-
-@dataclass(frozen=True)
-class Step:
-    kind: str                  # follow | finish-dpkg | repository | install | start | group | folders | nvidia-runtime | gpu-check
-    what: str                  # what is done, as a person says it
-    why: str = ""
-    packages: tuple[tuple[str, str], ...] = ()     # install: (name, origin)
-    paths: tuple[str, ...] = ()                    # folders: the paths
-    repositories: tuple[str, ...] = ()             # repository: docker | nvidia
-
-    def line(self) -> str:
-        return self.what + (f" — {self.why}" if self.why else "")
-
-
-@dataclass(frozen=True)
-class HostPlan:
-    host: str
-    release: Optional[str] = None
-    arch: str = ""
-    steps: tuple[Step, ...] = ()
-    refused: Optional[str] = None          # nothing is done on this host, and why
-    blockers: tuple[str, ...] = ()         # what the admin must do (with the fix); the host is not ready until then
-    notes: tuple[str, ...] = ()
-    waits_for: tuple[str, ...] = ()        # who holds apt's lock now
-
-    @property
-    def nothing_to_do(self) -> bool:
-        return not self.steps and self.refused is None
-
-    @property
-    def ready(self) -> bool:
-        return self.nothing_to_do and not self.blockers
-
-    @property
-    def packages(self) -> tuple[tuple[str, str], ...]:
-        return tuple(p for s in self.steps for p in s.packages)
-
-    def kinds(self) -> list[str]:
-        return [s.kind for s in self.steps]
 
 
 def decide(host: str, f: Facts, w: Wants) -> HostPlan:
@@ -199,17 +142,6 @@ def _docker_steps(f: Facts, w: Wants, blockers: list[str]) -> list[Step]:
     return steps
 
 
-def packages_text(packages, release: Optional[str]) -> str:
-    """`docker.io, docker-compose (compose v2, from Debian trixie: …)`: the names, each run of them
-    from one place followed by where from."""
-    where = {NEXT_RELEASE: f"compose v2, from Debian {NEXT.get(release, 'the next release')}: Debian 12 packages none",
-             DOCKER_REPO: "Docker's repository", NVIDIA_REPO: "NVIDIA's repository", "debs": "from bootstrap.debs"}
-    parts = []
-    for origin, run in itertools.groupby(packages, key=lambda p: p[1]):
-        parts.append(", ".join(name for name, _ in run) + (f" ({where[origin]})" if origin in where else ""))
-    return ", ".join(parts)
-
-
 def _engine_why(flavour: Optional[str], w: Wants, f: Facts) -> str:
     if flavour is None:
         return f"no Docker Engine yet (bootstrap.docker: {w.docker})"
@@ -241,7 +173,7 @@ def _gpu_part(f: Facts, w: Wants) -> tuple[list[Step], list[str], list[str]]:
     if not (f.gpus or f.gpu_pci or f.nvidia_smi != "missing"):
         return [], [f"no NVIDIA GPU found (no nvidia-smi, no NVIDIA display controller on the PCI bus), but the "
                     f"inventory asks for gpus: {w.gpus} here: set `gpus: 0` for this host (CPU only)"], []
-    problem = _driver_problem(f)
+    problem = driver_problem(f)
     if problem:
         return [], [problem], []
     steps = []
@@ -266,49 +198,6 @@ def _gpus_wanted(gpus) -> int:
     if isinstance(gpus, (list, tuple)):
         return max(gpus) + 1
     return gpus if isinstance(gpus, int) else 0
-
-
-def _driver_problem(f: Facts) -> Optional[str]:
-    fix = driver_fix(f.release, f.arch)
-    if f.nvidia_smi == "missing":
-        return f"no NVIDIA driver (an NVIDIA GPU is on the PCI bus, nvidia-smi is missing); tfcompose never installs one: {fix}"
-    if f.nvidia_smi == "failed":
-        said = f" (nvidia-smi: {f.nvidia_said[:120]})" if f.nvidia_said else ""
-        if f.secure_boot and not f.nvidia_module:
-            return (f"the NVIDIA driver is installed but its kernel module is not loaded and Secure Boot is on{said}: "
-                    + secure_boot_fix(f.release))
-        if f.reboot_required or (f.dkms_nvidia and not f.nvidia_module):
-            pending = f" ({f.reboot_packages.strip()})" if f.reboot_packages.strip() else ""
-            return (f"the NVIDIA driver is installed but not loaded{said}; a reboot is pending{pending}: reboot the host "
-                    "(`sudo reboot`), then run tfcompose bootstrap again")
-        return (f"the NVIDIA driver does not work{said}: see `sudo dmesg | grep -i nvidia` and `sudo modprobe nvidia` on "
-                f"the host; to reinstall it: {fix}")
-    driver = f.driver
-    if driver is not None and driver < MIN_DRIVER:
-        have = ".".join(map(str, driver))
-        return (f"the NVIDIA driver {have} is older than {'.'.join(map(str, MIN_DRIVER))}, the oldest CUDA 12 "
-                f"(TensorFlow's) runs on: {fix}")
-    return None
-
-
-def driver_fix(release: Optional[str], arch: str = "amd64") -> str:
-    """The exact commands that install (or upgrade) the NVIDIA driver on this OS, then the reboot."""
-    if release == "debian-12":
-        return ("add `contrib non-free non-free-firmware` to the bookworm lines of /etc/apt/sources.list, then "
-                f"`sudo apt update && sudo apt install linux-headers-{arch} nvidia-driver firmware-misc-nonfree` "
-                "(Debian 12's driver is 535) and `sudo reboot`")
-    return ("`sudo apt update && sudo ubuntu-drivers install` (Ubuntu's recommended, signed driver; or a branch of "
-            "your choice, e.g. `sudo apt install nvidia-driver-550-server`), then `sudo reboot`")
-
-
-def secure_boot_fix(release: Optional[str]) -> str:
-    if release == "debian-12":
-        return ("enroll DKMS's signing key: `sudo mokutil --import /var/lib/dkms/mok.pub` (choose a one-time password), "
-                "`sudo reboot`, and in the blue MOK manager at boot choose Enroll MOK and give that password; or "
-                "switch Secure Boot off in the firmware")
-    return ("use Ubuntu's signed driver modules (`sudo ubuntu-drivers install`), or enroll the key DKMS signs with: "
-            "`sudo mokutil --import /var/lib/shim-signed/mok/MOK.der`, `sudo reboot`, and in the blue MOK manager at "
-            "boot choose Enroll MOK; or switch Secure Boot off in the firmware")
 
 
 def _repository_step(steps: list[Step], f: Facts, w: Wants) -> list[Step]:

@@ -3,19 +3,20 @@
 On every host at once (the Group): read its facts once (facts.py), decide (decide.py), and, with
 `--yes`, do it: ship what the host needs from here (keys of Docker's or NVIDIA's repository,
 your .debs, or for offline hosts every .deb it lacks: offline.py), start the installation on the
-host (commands.APPLY, detached, so a lost link does not cut it off), follow it, then log in again
+host (commands.APPLY, detached, so a lost link does not cut it off), follow it (follow.py), then log in again
 (so the docker group counts) and judge the host again from fresh facts: ready is what a second
 run would call "nothing to do". Each host stands alone: one host's failure stops no other.
 """
 from __future__ import annotations
 
-import collections
 import time
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from launcher.bootstrap import commands, facts as facts_mod, offline as offline_mod
-from launcher.bootstrap.decide import NEXT, NEXT_RELEASE, HostPlan, Wants, decide
+from launcher.bootstrap import commands, facts as facts_mod, offline as offline_mod, ship_debs
+from launcher.bootstrap.decide import decide
+from launcher.bootstrap.follow import follow
+from launcher.bootstrap.host_plan import NEXT, NEXT_RELEASE, HostPlan, Wants
 from launcher.bootstrap.repositories import BY_NAME, KeyError_, deb822, key_for
 from launcher.errors import RemoteError, summary
 from launcher.files import cache_root
@@ -23,12 +24,7 @@ from launcher.inventory.checks import bootstrap_debs
 from launcher.inventory.model import Cluster, Host
 from launcher.reporter import transfer_reporter
 from launcher.ssh.group import Group
-from launcher.text import hide, one_line, printable
-
-POLL_S = 1.0
-LOOK_TIMEOUT_S = 60.0
-PROGRESS_S = 5.0            # apt's progress (Unpacking, Setting up) is said at most this often
-KEEP_LINES = 12             # the end of the host's install log kept for an error
+from launcher.text import hide, one_line
 
 
 class Secret:
@@ -65,7 +61,7 @@ class HostResult:
     after: Optional[HostPlan] = None       # judged again once the work was done
     seconds: float = 0.0
     bundle: Optional[offline_mod.Bundle] = None
-    shipped: Optional[offline_mod.Shipped] = None
+    shipped: Optional[ship_debs.Shipped] = None
 
     @property
     def state(self) -> str:
@@ -283,7 +279,7 @@ def _ship_debs(cluster: Cluster, host: Host, conn, result: HostResult, plan: Hos
         return []
     if debs:
         reporter.stage(host.name, "shipping", f"{len(debs)} .deb file(s), {sum(d.size for d in debs) / 1e6:,.1f} MB")
-        result.shipped = offline_mod.ship(conn, stage, debs, transfer_reporter(reporter, host.name, ".deb files"))
+        result.shipped = ship_debs.ship(conn, stage, debs, transfer_reporter(reporter, host.name, ".deb files"))
     return [(d.sha256, d.name) for d in debs]
 
 
@@ -294,60 +290,3 @@ def _user_debs(cluster: Cluster) -> list[offline_mod.Deb]:
             if offline_mod.DEB_NAME.match(path.name):
                 found.setdefault(path.name, offline_mod.Deb(path.name, path, offline_mod._sha256(path), path.stat().st_size))
     return list(found.values())
-
-
-def follow(conn, host: Host, timeout_s: float, reporter) -> None:
-    """Read the host's installation log as it grows, saying each step, until it ends; its failure
-    as a RemoteError with the end of the log."""
-    offset, deadline, failure = 0, time.monotonic() + timeout_s, ""
-    tail: collections.deque[str] = collections.deque(maxlen=KEEP_LINES)
-    said = {"at": 0.0}          # when apt's progress was last said (at most every PROGRESS_S)
-    while True:
-        status, alive, size, text = _look(conn, offset)
-        offset = min(size, offset + commands.LOG_READ)
-        for line in text.splitlines():
-            failure = _said(host.name, line, reporter, tail, said) or failure
-        if status is not None and offset >= size:
-            break
-        if status is None and not alive:
-            raise RemoteError(host.name, reason="the installation on the host stopped before it finished (killed, or the "
-                              "host restarted); run tfcompose bootstrap again to go on", stderr="\n".join(tail))
-        if time.monotonic() > deadline:
-            raise RemoteError(host.name, reason=f"still installing after {timeout_s:.0f} s; it goes on on the host "
-                              f"({facts_mod.STATE_DIR}/run.log): run tfcompose bootstrap again to follow it")
-        if not text:
-            conn.cancel.wait(POLL_S)
-            conn.check_cancel()
-    if status != 0:
-        raise RemoteError(host.name, reason=failure or f"the installation ended with status {status}",
-                          stderr="" if failure else "\n".join(tail))
-
-
-def _look(conn, offset: int) -> tuple[Optional[int], bool, int, str]:
-    answer = conn.run(commands.look(offset), timeout=LOOK_TIMEOUT_S, limit=commands.LOG_READ + 4096).stdout
-    head, _, text = answer.partition("---\n")
-    values = dict(line.split("=", 1) for line in head.splitlines() if "=" in line)
-    status = int(values["status"]) if values.get("status", "").isdigit() else None
-    size = int(values["size"]) if values.get("size", "").isdigit() else 0
-    return status, values.get("alive") == "yes", size, text
-
-
-def _said(host: str, line: str, reporter, tail, said: dict) -> str:
-    """One line of the install log: a step or a wait is reported; a failure is returned."""
-    line = printable(line).strip()
-    if line.startswith("TFC-STEP "):
-        kind, _, what = line[9:].partition(" ")
-        reporter.stage(host, "installing" if kind == "install" else kind, what[:200])
-    elif line.startswith("TFC-WAIT "):
-        reporter.stage(host, "waiting", line[9:][:200])
-    elif line.startswith("TFC-FAIL "):
-        return one_line(line[9:], 400)
-    elif line.startswith(("Unpacking ", "Setting up ")):
-        if time.monotonic() - said["at"] >= PROGRESS_S:
-            said["at"] = time.monotonic()
-            reporter.stage(host, "installing", line[:120])
-        tail.append(line)
-    elif line and not line.startswith("TFC-"):
-        tail.append(line[:300])
-    return ""
-

@@ -129,7 +129,8 @@ def bootstrap_cmd(inventory_path: Path = InventoryOpt,
     """Make bare Debian 12 / Ubuntu 22.04, 24.04 boxes ready hosts: Docker with compose v2, you in the
     docker group, the workdir, and on GPU hosts the NVIDIA Container Toolkit. Prints the plan; --yes does it."""
     from launcher.bootstrap.stage import Options, Secret, bootstrap
-    from launcher.view import RichReporter, bootstrap_lines
+    from launcher.bootstrap_lines import bootstrap_lines
+    from launcher.view import RichReporter
     cluster = load_inventory(inventory_path)
     secret = None
     if ask_become_pass:

@@ -3,6 +3,7 @@ read (no cycles: contracts in pyproject.toml).
 
     load.py         the file read under bounds, validated (schema.py), checked (checks.py), resolved
     schema.py       every field, its default and what it expects (pydantic)
+    fields.py       the value types the fields take (names, ports, paths, GPUs) and their wording
     checks.py       what spans fields or hosts: names, chiefs, ports, files, the search space
     model.py        the resolved inventory: every host with every setting (inventory > ssh config > defaults)
     ssh_config.py   what ~/.ssh/config says of a host alias

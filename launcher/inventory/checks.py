@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.inventory.model import Cluster, Host
-from launcher.inventory.schema import RemotePath, system_path
+from launcher.inventory.fields import RemotePath, system_path
 from trainer.spec.validation import Problem
 
 

@@ -16,7 +16,8 @@ from typing import Any
 from launcher.errors import InventoryError
 from launcher.inventory import checks, jumps, tracking
 from launcher.inventory.model import Cluster, Host
-from launcher.inventory.schema import JUMP, Inventory
+from launcher.inventory.fields import JUMP
+from launcher.inventory.schema import Inventory
 from launcher.inventory.ssh_config import SshConfig
 from trainer.spec import yamlfile
 from trainer.spec.validation import Problem, validate

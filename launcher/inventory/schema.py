@@ -1,4 +1,5 @@
-"""The inventory's schema: every field, its default and what it expects (pydantic).
+"""The inventory's schema: every field, its default and what it expects (pydantic); the value
+types the fields take, and their wording, are fields.py's.
 
 inventory.example.yaml documents each field (a test checks it); inventory.py loads a file into
 these models and resolves every host.
@@ -6,85 +7,15 @@ these models and resolves every host.
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated, List, Literal, Optional, Union
+from typing import Annotated, List, Literal, Optional
 
-from pydantic import AfterValidator, Field, StringConstraints, field_validator
+from pydantic import StringConstraints, field_validator
 
-from launcher.inventory import jumps
+from launcher.inventory.fields import (GPUS, IMAGE_RE, JUMP, LEASE_DIR, NIC, PORT, SHM, USER, USER_RE, WORKDIR,
+                                       WORKDIR_OWN, Gpus, JumpChain, LocalPath, Name, PlainText, Port, RemotePath, WorkDir)
 from launcher.inventory.patterns import HOSTNAME_RE  # jumps.py reads it too
 from trainer.spec.config import TrainConfig
 from trainer.spec.validation import StrictFloatT, StrictIntT, StrictModel as _Strict, field
-
-NAME_RE = r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$"
-USER_RE = r"^[a-z_][a-z0-9_-]{0,31}$"
-IMAGE_RE = (r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]{1,5})?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"
-            r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$")
-
-Name = Annotated[str, StringConstraints(pattern=NAME_RE)]
-Port = Annotated[StrictIntT, Field(ge=1, le=65535)]
-
-
-def _no_dot_dot(path: str) -> str:
-    if ".." in path.split("/"):
-        raise ValueError("no '..' component")
-    return path
-
-
-# Folders no workdir may be, or be inside: tfcompose writes there, and `down --purge` deletes there.
-SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
-                "/sys", "/usr", "/var/lib", "/var/run")
-SYSTEM_FOLDERS = ("/", "/home", "/mnt", "/media", "/opt", "/root", "/srv", "/tmp", "/var")
-
-
-def system_path(path: str) -> bool:
-    """A system folder itself, or a folder inside a system tree."""
-    path = path.rstrip("/") or "/"
-    return path in SYSTEM_FOLDERS or any(path == t or path.startswith(t + "/") for t in SYSTEM_TREES)
-
-
-def _not_system(path: str) -> str:
-    if system_path(path):
-        raise ValueError("a folder of its own, not a system folder such as / or /usr")
-    return path
-
-
-RemotePath = Annotated[str, StringConstraints(pattern=r"^/(?:[A-Za-z0-9._@+-]+/?)*$", max_length=1024),
-                       AfterValidator(_no_dot_dot)]
-WorkDir = Annotated[RemotePath, AfterValidator(_not_system)]
-# A value that reaches a compose file and a container's environment: no control characters
-# (DEL and NEL break the YAML; an escape sequence would reach every terminal that shows it).
-CONTROL_CHARS = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029"
-PlainText = Annotated[str, StringConstraints(max_length=4096, pattern=f"^[^{CONTROL_CHARS}]*$")]
-LocalPath = Annotated[str, StringConstraints(min_length=1, max_length=4096, pattern=r"^[^\x00\n]*$")]
-def _each_gpu_once(ids: list[int]) -> list[int]:
-    if len(set(ids)) != len(ids):
-        raise ValueError("each GPU id once")
-    return ids
-
-
-def _jump_chain(text: str) -> str:
-    jumps.parse(text)
-    return text
-
-
-JumpChain = Annotated[str, StringConstraints(min_length=1, max_length=1024), AfterValidator(_jump_chain)]
-
-
-GpuList = Annotated[List[Annotated[StrictIntT, Field(ge=0, le=1023)]], Field(min_length=1, max_length=64),
-                    AfterValidator(_each_gpu_once)]
-Gpus = Union[Literal["all"], Annotated[StrictIntT, Field(ge=0, le=1024)], GpuList]
-
-PORT = "an integer 1–65535"
-GPUS = "'all', a GPU count (0 for CPU only), or a list of GPU ids like [0, 1]"
-WORKDIR = "an absolute path of letters, digits and ._@+- (no '..', spaces or ':')"
-WORKDIR_OWN = WORKDIR[:-1] + "; not a system folder such as /, /home or /usr)"
-NIC = "a network interface name or NCCL filter such as eth0, =eth0 or ^docker,lo"
-SHM = "a size such as 2g or 512m, or 'host' (ipc: host)"
-USER = "a user name of lowercase letters, digits, _ and -"
-JUMP = ("a jump host as [user@]host[:port], a comma-separated chain of them (first hop first), "
-        "or none to connect directly")
-LEASE_DIR = WORKDIR_OWN[:-1] + "; every user of the host writes there)"
-
 
 class SSHSettings(_Strict):
     user: Optional[str] = field(None, expected=USER, pattern=USER_RE)

@@ -14,7 +14,8 @@ from typing import Optional
 
 from launcher.errors import InventoryError
 from launcher.inventory import jumps
-from launcher.inventory.schema import HOSTNAME_RE, JUMP, USER_RE
+from launcher.inventory.fields import JUMP, USER_RE
+from launcher.inventory.patterns import HOSTNAME_RE
 
 MAX_BYTES = 1 << 20
 

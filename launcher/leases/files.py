@@ -15,21 +15,19 @@ Everything read back is hostile input: another user, a broken disk or a careless
 have written it. A file is taken only if it is a document tfcompose writes: bounded, every field
 type-checked, its name agreeing with its content and its owner's uid agreeing with its name (the
 file system, not the file, says who owns it). Anything else is `Unreadable`, shown and ignored.
+The host's answer to `look`, which lists them, is read by look.py.
 """
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional, Union
 
 SCHEMA = 1
 MAX_BYTES = 8192              # what the host sends of each file (host.sh's `head -c`): 1024 GPU ids fit
 MAX_GPUS, MAX_PORTS = 1024, 16
-NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")       # cluster and host names (schema.NAME_RE)
+NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")       # cluster and host names (fields.NAME_RE)
 HEX16_RE = re.compile(r"^[0-9a-f]{16}$")                               # lease ids and session ids
 RUN_RE = re.compile(r"^(?:\d{8}-\d{6}-[0-9a-f]{8}|[0-9a-f]{12}|local)?$")    # runs.RUN_ID_RE, or "" until known
 KEY_RE = re.compile(r"^[0-9]{13}-[0-9a-f]{8}$")                        # ticket keys: ms since 1970, nonce
@@ -294,93 +292,3 @@ def parse_entry(entry: Entry) -> Document:
         return parser(entry)
     except _Bad as exc:
         return Unreadable(entry.name, entry.owner, str(exc))
-
-
-# --- the host's answer to `look` (host.sh) ----------------------------------------------
-@dataclass
-class Folder:
-    """One host's lease folder as `look` found it."""
-
-    exists: bool = True
-    uid: int = -1                  # the SSH user on that host
-    user: str = ""
-    now: int = 0                   # the host's clock
-    clock_ms: int = 0              # the host's clock in ms (now × 1000 where `date` has no %N)
-    crowded: list = field(default_factory=list)     # (kind, how many, whose most, how many of theirs)
-    lines: list = field(default_factory=list)      # the entry lines as listed: what `fingerprint` covers
-    leases: list = field(default_factory=list)
-    tickets: list = field(default_factory=list)
-    tombstones: list = field(default_factory=list)
-    unreadable: list = field(default_factory=list)
-    sessions: dict = field(default_factory=dict)    # session id → alive
-
-    def alive(self, session: str) -> bool:
-        return self.sessions.get(session, False)
-
-
-MAX_LINES = 2048
-
-
-def parse_look(text: str) -> Folder:
-    """`look`'s lines into a Folder; a line that is not one `look` prints is skipped."""
-    folder = Folder()
-    for line in text.split("\n")[:MAX_LINES]:   # ASCII lines: no other line breaks to split on
-        word, _, rest = line.partition(" ")
-        if word == "dir" and rest == "absent":
-            folder.exists = False
-        elif word == "user":
-            _user(folder, rest)
-        elif word == "now" and rest.isdigit() and len(rest) < 13:
-            folder.now = int(rest)
-            folder.clock_ms = folder.clock_ms or folder.now * 1000
-        elif word == "clock" and rest.isdigit() and len(rest) == 13:
-            folder.clock_ms = int(rest)
-        elif word == "crowded":
-            _crowded(folder, rest)
-        elif word == "session":
-            sid, _, state = rest.partition(" ")
-            if HEX16_RE.match(sid) and state in ("alive", "dead"):
-                folder.sessions[sid] = state == "alive"
-        elif word == "entry":
-            folder.lines.append(line)
-            _entry(folder, rest)
-    return folder
-
-
-def fingerprint(folder: Folder, skip: set[str]) -> str:
-    """SHA-256 of the listed files but those named in `skip`, as host.sh's `printed`
-    computes it: `change` applies nothing unless the host's files still give the same."""
-    kept = [line for line in folder.lines if line.split(" ")[1:2] != [] and line.split(" ")[1] not in skip]
-    return hashlib.sha256("".join(line + "\n" for line in kept).encode()).hexdigest()
-
-
-def _crowded(folder: Folder, rest: str) -> None:
-    """`crowded KIND COUNT [OWNER_COUNT OWNER]`: more files than `look` lists; it listed none."""
-    parts = rest.split()
-    if len(parts) >= 2 and parts[0] in ("lease", "session") and parts[1].isdigit():
-        top = parts[2] if len(parts) > 2 and parts[2].isdigit() else "0"
-        owner = parts[3] if len(parts) > 3 and USER_RE.match(parts[3]) else "?"
-        folder.crowded.append((parts[0], int(parts[1][:9]), owner, int(top[:9])))
-
-
-def _user(folder: Folder, rest: str) -> None:
-    uid, _, name = rest.partition(" ")
-    if uid.isdigit() and len(uid) < 11:
-        folder.uid, folder.user = int(uid), name if USER_RE.match(name) else uid
-
-
-def _entry(folder: Folder, rest: str) -> None:
-    parts = rest.split(" ")
-    if len(parts) not in (3, 4) or not FILE_RE.match(parts[0]) or not parts[1].isdigit() or len(parts[1]) > 10:
-        return
-    name, uid = parts[0], int(parts[1])
-    owner = parts[2] if USER_RE.match(parts[2]) else f"uid {uid}"
-    try:
-        raw = base64.b64decode(parts[3] if len(parts) == 4 else "", validate=True)
-        text = raw.decode("utf-8")
-    except (binascii.Error, ValueError):
-        folder.unreadable.append(Unreadable(name, owner, "not UTF-8 text"))
-        return
-    doc = parse_entry(Entry(name, uid, owner, text))
-    kind = {Lease: folder.leases, Ticket: folder.tickets, Tombstone: folder.tombstones, Unreadable: folder.unreadable}
-    kind[type(doc)].append(doc)

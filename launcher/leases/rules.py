@@ -26,8 +26,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Optional
 
-from launcher.leases.files import (Folder, Lease, Needs, Ticket, Tombstone, lease_file, lease_text,
-                                         tombstone_file, tombstone_text)
+from launcher.leases.files import (Lease, Needs, Ticket, Tombstone, lease_file, lease_text, tombstone_file,
+                                   tombstone_text)
+from launcher.leases.look import Folder
 from launcher.text import clock
 
 LIVE = ("running", "restarting", "paused")

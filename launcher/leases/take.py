@@ -32,13 +32,14 @@ container has exited it is stale, so `up --break-lease` of another cluster may t
 and `down` gives back its own cluster's lease without a flag. A stale lease of another user cannot
 be removed (the sticky bit), so breaking writes a tombstone beside it; a live lease is never broken.
 
+The host's side of these commands is on_host.py's; what `status` shows of a host's leases, status.py's.
+
 Leases are an agreement between tfcompose users, not a lock against a hostile one (anyone in the
 `docker` group is root on the host): what a lease file says is still checked before it is used or
 printed, as any answer from a host is.
 """
 from __future__ import annotations
 
-import base64
 import getpass
 import itertools
 import random
@@ -47,24 +48,21 @@ import secrets
 import socket
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Iterator, Optional
 
-from launcher import docker_commands as dc, interrupts
-from launcher.errors import RemoteError, TfcError, summary
+from launcher import interrupts
+from launcher.errors import TfcError, summary
 from launcher.inventory.model import Host
 from launcher.plan import Plan
 from launcher.ssh.group import Group
 from launcher.leases import files as files, rules as rules
-from launcher.leases.files import Folder, Needs, Ticket
+from launcher.leases.files import Needs, Ticket
+from launcher.leases.look import Folder, fingerprint
+from launcher.leases.on_host import change, crowded_lines, look, open_session, release_host
 
-HOST_SCRIPT = Path(__file__).with_name("host.sh")
 POLL_S = 2.0          # between two looks of a queued `up`
 ATTEMPTS = 5          # a plain `up` whose hosts keep changing under it gives up after this many
-LOOK_LIMIT = 8 << 20  # 512 files of 8 KB in base64 (5.5 MB), and the sessions
-MAX_FILES = 512       # host.sh's: more leases (or sessions) than this and `look` lists none
-CHANGED = 4           # host.sh's status when the files changed since `look`
 
 
 class LeasesRefused(TfcError):
@@ -76,11 +74,6 @@ class LeasesRefused(TfcError):
         for host, found in blocked.items():      # hosts sharing one folder see the same holder twice
             lines += [f"  {host}: {text}" for text in dict.fromkeys(b.text(now[host]) for b in found)]
         super().__init__("\n".join(lines))
-
-
-def host_command(what: str, folder: str, *args: str) -> list[str]:
-    """One of host.sh's commands (session, look, change, release), the script sent as text."""
-    return ["sh", "-c", HOST_SCRIPT.read_text(), "sh", what, folder, *args]
 
 
 def needs(plan: Plan, host: Host) -> Needs:
@@ -103,47 +96,6 @@ def queue_key(folders) -> str:
     clocks = [f.clock_ms for f in folders if 0 < f.clock_ms < 10 ** 13]
     ms = max(clocks) if clocks else int(time.time() * 1000)      # no host told its time: this machine's
     return f"{ms:013d}-{secrets.token_hex(4)}"
-
-
-# --- one host --------------------------------------------------------------------------------------
-def open_session(host: Host, conn, reporter) -> str:
-    """Make the lease folder if needed and hold a session there while the connection lives. The
-    first contact with the host in `up`: SSH problems are reported as such."""
-    reporter.stage(host.name, "connect")
-    conn.client  # noqa: B018
-    reporter.stage(host.name, "lease")
-    session = secrets.token_hex(8)
-    conn.hold(host_command("session", host.lease_dir, session), ready="held")
-    return session
-
-
-def look(host: Host, conn, with_containers: bool = True) -> tuple[Folder, Optional[dict]]:
-    """The folder's files and sessions; and the host's tfcompose containers when some lease's
-    session is over (its liveness is then its containers'); None when Docker did not answer."""
-    folder = files.parse_look(conn.run(host_command("look", host.lease_dir), limit=LOOK_LIMIT).stdout)
-    if not with_containers or all(folder.alive(lease.session) for lease in folder.leases):
-        return folder, {}
-    answer = conn.run(dc.tfcompose_containers(), check=False, limit=1 << 20)
-    return folder, rules.parse_containers(answer.stdout) if answer.ok else None
-
-
-def change(host: Host, conn, changes: list[tuple[str, str, str]], fingerprint: str = "-",
-           skip: tuple[str, ...] = ()) -> bool:
-    """Apply the changes under the folder's lock if its files but `skip` still give `fingerprint`
-    (`-`: whatever they are); False when they changed."""
-    lines = "".join(f"{op} {name} {base64.b64encode(text.encode()).decode()}\n" for op, name, text in changes)
-    command = host_command("change", host.lease_dir, fingerprint, *skip)
-    result = conn.run(command, stdin=lines.encode(), check=False)
-    if result.status == CHANGED and fingerprint != "-":
-        return False
-    if not result.ok:
-        raise RemoteError(host.name, command, result.status, result.stderr)
-    return True
-
-
-def release_host(host: Host, conn, cluster: str) -> str:
-    out = conn.run(host_command("release", host.lease_dir, cluster, host.name)).stdout
-    return "gave back its lease" if "released 1" in out else "held no lease"
 
 
 # --- taking every host --------------------------------------------------------------------------------
@@ -189,16 +141,6 @@ class FolderCrowded(TfcError):
     """A lease folder holds more files than `look` lists: none was listed, so the host is refused."""
 
 
-def crowded_lines(host: Host, folder: Folder) -> list[str]:
-    lines = []
-    for kind, count, owner, theirs in folder.crowded:
-        whose = f": {theirs:,} of them belong to {owner}" if owner != "?" and theirs else ""
-        lines.append(f"{host.name}: the lease folder {host.lease_dir} holds {count:,} {kind} files, more than the "
-                     f"{MAX_FILES:,} tfcompose reads (one left out could be a lease in the way){whose}; only their "
-                     "owners or root can remove them, or set lease_dir")
-    return lines
-
-
 def refuse_crowded(group: Group, seen: dict[str, tuple[Folder, Optional[dict]]]) -> None:
     lines = [line for host in group.cluster.hosts for line in crowded_lines(host, seen[host.name][0])]
     if lines:
@@ -212,7 +154,7 @@ def commit(group: Group, rounds: dict[str, Round]) -> bool:
 
     def one(host: Host, conn) -> bool:
         r = rounds[host.name]
-        return change(host, conn, r.decision.changes, files.fingerprint(r.folder, set(ours)), ours)
+        return change(host, conn, r.decision.changes, fingerprint(r.folder, set(ours)), ours)
 
     result = group.run("lease", one)
     if result.ok and all(result.succeeded.values()):
@@ -349,48 +291,3 @@ def release(group: Group, hosts=None):
     """This cluster's leases given back (`down`, and `up --wait` once its run has ended)."""
     name = group.cluster.name
     return group.run("release", lambda h, c: release_host(h, c, name), hosts)
-
-
-# --- status --------------------------------------------------------------------------------------
-@dataclass
-class LeaseView:
-    """A lease as `status` shows it."""
-
-    cluster: str
-    host: str
-    owner: str
-    run: str
-    launcher: str
-    since: str
-    gpus: str
-    ports: str
-    state: str
-    live: bool
-    own: bool
-
-
-@dataclass
-class HostLeases:
-    leases: list = field(default_factory=list)       # LeaseView
-    waiting: list = field(default_factory=list)      # `up --queue`s still waiting there, oldest first
-    notes: list = field(default_factory=list)        # files ignored, and why
-
-
-def host_leases(host: Host, conn, cluster: str) -> HostLeases:
-    """Every lease in the host's folder (own and others'), live or stale, newest last."""
-    folder, containers = look(host, conn)
-    found = HostLeases(notes=[f"ignored {u.file} (owner {u.owner}): {u.why}" for u in folder.unreadable]
-                       + [line.split(": ", 1)[1] for line in crowded_lines(host, folder)])
-    found.waiting = [f"{t.owner}'s cluster {t.cluster} (from {t.launcher}, asked at {rules.when_text(t.since)})"
-                     for t in sorted(folder.tickets, key=lambda t: t.key) if folder.alive(t.session)]
-    broken = {stone.lease: stone for stone in folder.tombstones}
-    for lease in sorted(folder.leases, key=lambda held: held.since):
-        state = rules.lease_state(lease, folder, containers)
-        why = state.why if lease.id not in broken or state.live else \
-            f"broken by {broken[lease.id].by} at {rules.when_text(broken[lease.id].at)}"
-        found.leases.append(LeaseView(lease.cluster, lease.host, lease.owner, lease.run, lease.launcher,
-                                      rules.when_text(lease.since, folder.now), lease.gpus.text(),
-                                      ",".join(map(str, sorted(lease.ports))) or "none",
-                                      ("live: " if state.live else "") + why, state.live,
-                                      lease.cluster == cluster and lease.uid == folder.uid))
-    return found

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from launcher import runfiles
 from launcher.text import one_line
-from trainer.spec import results
+from trainer.spec import results_check
 
 MAX_HISTORY = 64 << 20         # a history CSV of 100,000 epochs, with room
 ACCURACIES = ("accuracy", "val_accuracy")
@@ -54,8 +54,8 @@ def row_problem(row: dict) -> str:
         epoch = int(row.get("epoch") or "")
     except ValueError:
         return f"epoch {str(row.get('epoch'))[:20]!r} is not a whole number"
-    if not 1 <= epoch <= results.MAX_EPOCHS:
-        return f"epoch {epoch} is not 1–{results.MAX_EPOCHS:,}"
+    if not 1 <= epoch <= results_check.MAX_EPOCHS:
+        return f"epoch {epoch} is not 1–{results_check.MAX_EPOCHS:,}"
     for key in ACCURACIES:
         try:
             value = float(row.get(key) or "")

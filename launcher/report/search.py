@@ -22,7 +22,6 @@ def plot_search(doc: dict, out: Path, save) -> Path:
     from the data (the contenders at 0.95–1.0 are told apart); a trial below it is marked ▼ on
     its bottom edge and counted, never silently dropped."""
     import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
     from launcher.report import axes
     fig, ax = plt.subplots(figsize=(10, 5.8), layout="constrained")
     best = doc["best"]["candidate"]
@@ -31,6 +30,28 @@ def plot_search(doc: dict, out: Path, save) -> Path:
     architectures = sorted({_architecture(r) for r, _ in curves})
     colours = {a: f"C{i % 10}" for i, a in enumerate(architectures)}
     bottom, top = axes.accuracy_limits([v for _, c in curves for v in c], spare=0.1)
+    under = _draw_curves(ax, curves, colours, best, bottom)
+    rungs = doc["search"].get("rungs", [])
+    for rung in rungs:
+        ax.axvline(rung, linestyle=":", color="grey", linewidth=1)
+    axes.epoch_axis(ax, max([doc["search"].get("max_epochs") or 0] + [len(c) for _, c in curves] + [1]))
+    ax.set_ylim(bottom, top)
+    ax.set_ylabel("validation accuracy")
+    if under:
+        ax.set_xlabel(axes.plain(f"epoch\n▼ below the axis: {', '.join(under[:5])}" + (" …" if len(under) > 5 else "")))
+    counts = states(doc)
+    fig.legend(handles=_legend(curves, colours, best, counts, bool(rungs)), loc="outside right upper", fontsize=8,
+               frameon=False)
+    # Every word of it from a results file: printable, bounded, `$` literal (axes.plain).
+    ax.set_title(axes.plain(f"Search: sampler {one_line(str(doc['search'].get('sampler')), 20)}, pruner "
+                            f"{one_line(str(doc['search'].get('pruner')), 20)}; "
+                            + ", ".join(f"{n} {one_line(str(s), 20)}" for s, n in counts.items()), 200), fontsize=10)
+    return save(fig, out / "search.png", layout=False)
+
+
+def _draw_curves(ax, curves: list, colours: dict, best: str, bottom: float) -> list[str]:
+    """Each trial's curve in its architecture's colour (the best thick, a pruned one ending in ×);
+    the trials that fall below the axis, each marked ▼ on its bottom edge."""
     under = []
     for record, curve in curves:
         style, width, alpha = STATE_STYLE.get(record.get("state", "complete"), ("-", 1.0, 0.6))
@@ -45,16 +66,14 @@ def plot_search(doc: dict, out: Path, save) -> Path:
             under.append(record["candidate"])
             low = [e for e, v in zip(epochs, curve) if v < bottom]
             ax.plot(low, [bottom] * len(low), "v", color=colour, markersize=7, clip_on=False)
-    rungs = doc["search"].get("rungs", [])
-    for rung in rungs:
-        ax.axvline(rung, linestyle=":", color="grey", linewidth=1)
-    axes.epoch_axis(ax, max([doc["search"].get("max_epochs") or 0] + [len(c) for _, c in curves] + [1]))
-    ax.set_ylim(bottom, top)
-    ax.set_ylabel("validation accuracy")
-    if under:
-        ax.set_xlabel(axes.plain(f"epoch\n▼ below the axis: {', '.join(under[:5])}" + (" …" if len(under) > 5 else "")))
-    counts = states(doc)
-    handles = [Line2D([], [], color=colours[a], linewidth=2, label=axes.plain(a)) for a in architectures]
+    return under
+
+
+def _legend(curves: list, colours: dict, best: str, counts: dict, rungs: bool) -> list:
+    """The legend's entries: each architecture's colour, the best, how each state is drawn, the rungs."""
+    from matplotlib.lines import Line2D
+    from launcher.report import axes
+    handles = [Line2D([], [], color=colour, linewidth=2, label=axes.plain(a)) for a, colour in colours.items()]
     handles += [Line2D([], [], color="black", linewidth=3, label=axes.plain(f"best: {best}")),
                 Line2D([], [], color="black", linewidth=1.6, label="trained to the end"),
                 *([Line2D([], [], color="black", linewidth=1.0, alpha=0.55, marker="x", markersize=8, mew=2,
@@ -64,12 +83,7 @@ def plot_search(doc: dict, out: Path, save) -> Path:
         handles.append(Line2D([], [], color="black", linestyle=style, linewidth=width, alpha=alpha,
                               label=axes.plain(f"{state} (its epochs so far)", 60)))
     handles += [Line2D([], [], color="grey", linestyle=":", label="rung: the pruner judges here")] if rungs else []
-    fig.legend(handles=handles, loc="outside right upper", fontsize=8, frameon=False)
-    # Every word of it from a results file: printable, bounded, `$` literal (axes.plain).
-    ax.set_title(axes.plain(f"Search: sampler {one_line(str(doc['search'].get('sampler')), 20)}, pruner "
-                            f"{one_line(str(doc['search'].get('pruner')), 20)}; "
-                            + ", ".join(f"{n} {one_line(str(s), 20)}" for s, n in counts.items()), 200), fontsize=10)
-    return save(fig, out / "search.png", layout=False)
+    return handles
 
 
 def _architecture(record: dict) -> str:

@@ -2,6 +2,8 @@
 
     base.py        the Runner protocol (the real connection and the tests' fake), a command's Result
     connection.py  one lazy connection per host: run, stream, hold; every command bounded in time
+    session.py     a host's SSH session opened (carrier, host key, retries); sftp.py its SFTP channel
+    channel.py     one command's channel pumped: stdin sent, stdout and stderr read, bounded
     group.py       the cluster's connections for the length of a command
     fanout.py      one function on many hosts at once: `.succeeded`, `.failed`
     transfer.py    files over SFTP, what comes back checked

@@ -1,5 +1,6 @@
 """SSH transport: one `Connection` per host with run/stream, opened lazily (after fabric's
-connection.py); file transfers live in transfer.py.
+connection.py); file transfers live in transfer.py, opening the session in session.py, the SFTP
+channel in sftp.py, and pumping a command's channel in channel.py.
 
 Every command is bounded: it runs under the host's `timeout` (so nothing is left running there
 when the bound passes) and the launcher stops reading a moment later.
@@ -30,24 +31,21 @@ from typing import Callable, Optional, Sequence
 
 import paramiko
 
-from launcher.errors import BadAnswer, CalledOff, ConnectError, HostKeyError, RemoteError
+from launcher.errors import BadAnswer, CalledOff, RemoteError
 from launcher.inventory.model import Host
-from launcher.ssh import host_keys, proxy, transfer
+from launcher.ssh import proxy, session, transfer
 from launcher.ssh.base import (DEFAULT, KILL_AFTER_S, MAX_ANSWER, Result, TooLong, bounded, bounded_sink, new_tag,  # noqa: F401
                                quote_command)
-from launcher.ssh.explain import explain, private_key, route, why
+from launcher.ssh.channel import STDERR_KEPT, drain, send_all
+from launcher.ssh.explain import why
 from launcher.ssh.fanout import fan_out
-from launcher.ssh.jump import Bastions, keyscan_via
+from launcher.ssh.jump import Bastions
+from launcher.ssh.sftp import open_sftp
 
-KEEPALIVE_S = 15
 HOLD_BEAT_S = 5.0            # a held command hears from us this often (the lease session gives up after 30 s: leases/host.sh)
 COMMAND_TIMEOUT_S = 120.0     # a remote command taking longer is wedged (ssh.command_timeout_s's default)
 TIMEOUT_STATUS = 124        # what `timeout` exits with when the bound passed
-SEND_POLL_S = 0.1           # how often a send waiting for the host's window checks `cancel`
-SEND_SLICE = 1 << 16        # bytes handed to paramiko at a time (it sends at most a packet)
 CANCEL_GRACE_S = 2.0        # a command already sent when its work is called off may end by itself
-STDERR_KEPT = 64 << 10      # the end of a command's stderr is kept, for the message
-EOF_AFTER_EXIT_S = 5.0      # after the exit status, how long the rest of the output (then EOF) may take
 # Paramiko logs a failed handshake's traceback from its own thread; with no handler Python would
 # print it on stderr. Failures reach the user as our one-line errors instead.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
@@ -116,70 +114,8 @@ class Connection:
         return transport is not None and transport.is_active()
 
     def _connect(self) -> paramiko.SSHClient:
-        attempt = 0
-        while True:
-            try:
-                return self._connect_once()
-            except HostKeyError as exc:  # raised by our policy with the key's name; name the host
-                raise HostKeyError(self.host.name, reason=exc.reason) from None
-            except (socket.timeout, TimeoutError, ConnectionError, OSError, paramiko.SSHException, EOFError) as exc:
-                if isinstance(exc, (paramiko.AuthenticationException, paramiko.BadHostKeyException)) \
-                        or attempt >= self.retries:
-                    raise explain(self.host, exc, self.known_hosts) from None
-            except (ValueError, TypeError, IndexError) as exc:  # paramiko on a malformed key file or answer
-                raise explain(self.host, exc, self.known_hosts) from None
-            attempt += 1
-            self.cancel.wait(self.backoff * 2 ** (attempt - 1))
-            self.check_cancel()
-
-    def _connect_once(self) -> paramiko.SSHClient:
-        key = private_key(self.host)       # a key file that is no key fails here, once, naming the file
-        client = paramiko.SSHClient()
-        known = host_keys.KnownHosts.read(self.known_hosts, self.host.name)
-        known.install(client, self.policy, self.host.ssh_port, via=keyscan_via(self.host.jumps))
-        h = self.host
-        stream = self._open_stream()
-        try:
-            client.connect(h.address, port=h.ssh_port, username=h.ssh_user, pkey=key, sock=stream.sock,
-                           timeout=self.connect_timeout, banner_timeout=self.connect_timeout,
-                           auth_timeout=self.connect_timeout, allow_agent=True, look_for_keys=h.identity_file is None)
-        except Exception:
-            client.close()
-            stream.close()
-            raise
-        transport = client.get_transport()
-        try:
-            known.refuse_revoked(self.host.name, transport.get_remote_server_key())
-        except HostKeyError:
-            client.close()
-            stream.close()
-            raise
-        transport.set_keepalive(KEEPALIVE_S)
-        self._carrier = stream          # what the session runs over: ended with it
+        client, self._carrier = session.connect(self)     # the carrier: what the session runs over, ended with it
         return client
-
-    def _open_stream(self) -> proxy.Stream:
-        """What the session runs over (TCP, a channel through the bastions, or the ProxyCommand),
-        once the server has begun to speak: a port where nothing answers with an SSH banner is
-        said as such (and not retried), not as paramiko's `No existing session`."""
-        h = self.host
-        if h.jumps:
-            stream = self.jumps.reach(h)          # a failed hop is named there
-        elif h.proxy_command:
-            stream = proxy.command(h.proxy_command, self.connect_timeout)
-        else:
-            stream = proxy.tcp(h.address, h.ssh_port, self.connect_timeout)
-        try:
-            silent = proxy.silent(stream, self.connect_timeout)
-        except OSError:
-            stream.close()
-            raise
-        if silent:
-            said = stream.said()
-            stream.close()
-            hint = said or f"is an SSH server listening on port {h.ssh_port}?"
-            raise ConnectError(h.name, reason=f"ssh {h.ssh_user}@{h.address}:{h.ssh_port}{route(h)}: {silent} ({hint})")
-        return stream
 
     # --- commands ------------------------------------------------------------------------------
     def run(self, command: str | Sequence[str], check: bool = True, timeout: Optional[float] = DEFAULT,
@@ -216,10 +152,11 @@ class Connection:
             channel.settimeout(None if timeout is None else timeout + KILL_AFTER_S + 2)
             channel.exec_command(bounded(command, timeout, tag))
             if stdin is not None:
-                self._send_all(channel, stdin, timeout and timeout + KILL_AFTER_S + 2)
+                send_all(channel, stdin, timeout and timeout + KILL_AFTER_S + 2, self.check_cancel)
             channel.shutdown_write()
             out, err = bytearray(), bytearray()
-            status = self._drain(channel, bounded_sink(out, limit), err, deadline, idle_timeout, grace=CANCEL_GRACE_S)
+            status = drain(channel, bounded_sink(out, limit), err, deadline, self.cancel, self.host.name, idle_timeout,
+                           grace=CANCEL_GRACE_S)
         except TooLong:
             channel.close()
             self.end_command(tag)
@@ -251,10 +188,10 @@ class Connection:
             err = bytearray()
             try:
                 for chunk in stdin_chunks or ():
-                    self._send_all(channel, chunk, idle_timeout)
+                    send_all(channel, chunk, idle_timeout, self.check_cancel)
                     self.bytes_sent += len(chunk)
                 channel.shutdown_write()
-                status = self._drain(channel, on_output, err, deadline, idle_timeout, stop)
+                status = drain(channel, on_output, err, deadline, self.cancel, self.host.name, idle_timeout, stop)
             finally:
                 channel.close()
         except (socket.timeout, TimeoutError) as exc:
@@ -338,73 +275,6 @@ class Connection:
         except (paramiko.SSHException, OSError, EOFError, AttributeError):
             pass
 
-    def _send_all(self, channel, data: bytes, idle_timeout: Optional[float]) -> None:
-        """channel.sendall that hears `cancel` while the host's window stays full (sendall would
-        wait out the whole idle timeout); socket.timeout after `idle_timeout` without progress."""
-        channel.settimeout(SEND_POLL_S)
-        offset, last = 0, time.monotonic()
-        try:
-            while offset < len(data):
-                self.check_cancel()
-                try:
-                    offset += channel.send(data[offset:offset + SEND_SLICE])
-                    last = time.monotonic()
-                except socket.timeout:
-                    if idle_timeout is not None and time.monotonic() - last > idle_timeout:
-                        raise
-        finally:
-            channel.settimeout(idle_timeout)
-
-    def _drain(self, channel, on_output, err: bytearray, deadline: Optional[float],
-               idle_timeout: Optional[float] = None, stop=None, grace: float = 0.0) -> int:
-        """Read stdout and stderr until the command exits; socket.timeout past a bound; CalledOff
-        once the work is called off and the command has not ended within `grace` seconds."""
-        last = time.monotonic()
-        called_off: Optional[float] = None
-        exited: Optional[float] = None
-        while True:
-            if stop is not None and stop.is_set():
-                return 0
-            if self.cancel.is_set() and exited is None:      # (a command that has ended is read to its end)
-                called_off = called_off or time.monotonic()
-                if time.monotonic() - called_off >= grace:
-                    channel.close()
-                    raise CalledOff(self.host.name)
-            moved = False
-            if channel.recv_ready():
-                on_output(channel.recv(65536))
-                moved = True
-            if channel.recv_stderr_ready():
-                err.extend(channel.recv_stderr(65536))
-                del err[:-STDERR_KEPT]
-                moved = True
-            if not moved and channel.exit_status_ready() and not channel.recv_ready() \
-                    and not channel.recv_stderr_ready():
-                # sshd sends the exit status when it reaps the command, which may be before it has
-                # sent the last of what the command wrote (seen under load: a probe's answer cut
-                # after its first lines read as "workdir … is not writable"): whole once EOF came.
-                exited = exited or time.monotonic()
-                if channel.eof_received or channel.closed or time.monotonic() - exited > EOF_AFTER_EXIT_S:
-                    # What came with the EOF, after the look above found the buffers empty, is read too.
-                    self._drain_buffers(channel, on_output, err)
-                    return channel.recv_exit_status()
-            now = time.monotonic()
-            last = now if moved else last
-            if (deadline is not None and now > deadline) or (idle_timeout is not None and now - last > idle_timeout):
-                channel.close()
-                raise socket.timeout()
-            if not moved:
-                channel.status_event.wait(0.02)
-
-    @staticmethod
-    def _drain_buffers(channel, on_output, err: bytearray) -> None:
-        """Whatever the channel holds already (nothing more will come: EOF, or the wait is over)."""
-        while channel.recv_ready():
-            on_output(channel.recv(65536))
-        while channel.recv_stderr_ready():
-            err.extend(channel.recv_stderr(65536))
-            del err[:-STDERR_KEPT]
-
     # --- files (transfer.py) -------------------------------------------------------------------
     @property
     def sftp(self) -> paramiko.SFTPClient:
@@ -413,38 +283,9 @@ class Connection:
         own open_sftp waits for ever on a server that never speaks)."""
         self.check_cancel()
         if self._sftp is None:
-            self._sftp = self._open_sftp()
+            self._sftp = open_sftp(self.client.get_transport(), self.host.name, self.connect_timeout,
+                                   self.command_timeout)
         return self._sftp
-
-    def _open_sftp(self) -> paramiko.SFTPClient:
-        bound = self.connect_timeout
-        try:
-            channel = self.client.get_transport().open_session(timeout=bound)
-            channel.settimeout(bound)
-            started = threading.Event()
-            failed: list[BaseException] = []
-
-            def start() -> None:           # paramiko waits for the subsystem's answer without a bound
-                try:
-                    channel.invoke_subsystem("sftp")
-                except BaseException as exc:  # noqa: BLE001 (handed to the caller)
-                    failed.append(exc)
-                finally:
-                    started.set()
-            threading.Thread(target=start, name="tfcompose-sftp-start", daemon=True).start()
-            if not started.wait(bound):
-                channel.close()
-                raise socket.timeout()
-            if failed:
-                raise failed[0]
-            sftp = paramiko.SFTPClient(channel)          # reads the server's version: bounded by the channel
-        except (socket.timeout, TimeoutError):
-            raise RemoteError(self.host.name, reason=f"the SFTP server did not answer within {bound:g} s (is its sftp "
-                              "subsystem working? `sftp` to the host tells)") from None
-        except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise RemoteError(self.host.name, reason=f"SFTP failed to start: {why(exc)}") from None
-        channel.settimeout(self.command_timeout)
-        return sftp
 
     def sftp_lost(self, what: str) -> RemoteError:
         """A transfer whose SFTP server went silent: the channel given up (the next one opens anew)."""

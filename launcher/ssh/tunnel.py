@@ -16,7 +16,8 @@ from typing import Callable, Optional, Sequence
 import paramiko
 
 from launcher.errors import RemoteError
-from launcher.ssh.connection import STDERR_KEPT, quote_command
+from launcher.ssh.base import quote_command
+from launcher.ssh.channel import STDERR_KEPT
 from launcher.ssh.explain import why
 from launcher.ssh.fanout import fan_out
 

@@ -29,7 +29,7 @@ from launcher.plan import Plan
 from launcher.stages.down import remove_containers
 from launcher.stages.mirror import MIRROR_MAX, copy as copy_state, hand_backups, manifest
 from trainer.spec import yamlfile
-from trainer.spec.config import ElasticRun, Reform, reform_at
+from trainer.spec.elastic_run import ElasticRun, Reform, reform_at
 from trainer.spec.errors import BadInput
 
 SAVES, STATE = "#saves", "#state"

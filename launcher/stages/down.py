@@ -11,7 +11,7 @@ from launcher.errors import RemoteError
 from launcher.ssh.fanout import GroupResult
 from launcher.ssh.group import Group
 from launcher.inventory.model import Cluster, Host
-from launcher.leases import take as leases
+from launcher.leases.on_host import release_host
 from launcher.stages.push import HASH_FILE, MARKER_FILE
 
 
@@ -58,7 +58,7 @@ def down_host(host: Host, conn, cluster: str, with_purge: bool) -> str:
     conn.run(dc.remove_project_networks(cluster))
     # An `up` cut off mid-relay (killed, power cut) can leave its temporary keys: they go now.
     relay.revoke(conn, host, cluster)
-    lease = leases.release_host(host, conn, cluster)      # once its containers are gone, not before
+    lease = release_host(host, conn, cluster)      # once its containers are gone, not before
     if with_purge:
         purge(host, conn)
     return (f"removed {removed} container(s)" + (f" and {boards} TensorBoard" if boards.isdigit() and boards != "0" else "")

@@ -21,7 +21,7 @@ from typing import Optional
 
 from launcher.plan import Plan
 from launcher.stages.looks import Looks, look_at
-from trainer.spec.config import reform_at
+from trainer.spec.elastic_run import reform_at
 
 SILENT = "silent for"       # how a host lost for good because it stopped answering is said (wait.py)
 GAP_S = 20.0        # a host silent this long (its looks come every few seconds) has had a break

@@ -32,7 +32,7 @@ from launcher.stages.mirror import MIRROR_MAX, Mirror, hand_backups
 from launcher.stages.elastic import SILENT
 from launcher.stages.wait import RunOutcome
 from launcher.runfiles import make_folder
-from trainer.spec.config import Reform, reform_at
+from trainer.spec.elastic_run import Reform, reform_at
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from launcher import docker_commands as dc
 from launcher.containers import timeout_kw, containers, newest, run_label
 from launcher.errors import BadAnswer, summary
 from launcher.inventory.model import Cluster, Host
-from launcher.leases import take as leases
+from launcher.leases import status as leases
 from launcher.ssh.group import Group
 from launcher.text import printable
 

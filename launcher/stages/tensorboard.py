@@ -13,6 +13,8 @@ answer to its heartbeat as long, gives up on the host too). What outlives all of
 (the keeper itself killed on the host) is an orphan: the next `tfcompose tensorboard` on that host
 removes it, and `tfcompose down` removes every one.
 
+Which host, which folder and which image: tensorboard_source.py.
+
 Collected: the tensorboard installed beside tfcompose (the `tensorboard` extra) in a child
 process that ends when its stdin closes, so it goes with this process however that ends.
 """
@@ -32,8 +34,9 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from launcher import docker_commands as dc
-from launcher.errors import BadAnswer, BadInput, RemoteError, TfcError, summary
+from launcher.errors import BadInput, RemoteError, TfcError, summary
 from launcher.inventory.model import Cluster, Host
+from launcher.stages.tensorboard_source import collected_logdir, image_of, logdir, pick_host
 from launcher.text import one_line, printable
 
 HEARTBEAT_S = 5.0     # how often the launcher tells the keeper it is still there
@@ -43,7 +46,6 @@ STOP_S = 30.0         # the keeper's clean-up after Ctrl-C (its `docker rm -f` i
 OUTPUT_KEPT = 16 << 10
 ACK = b"\x06"          # the keeper's answer to each heartbeat
 URL_RE = re.compile(r"url=http://127\.0\.0\.1:([0-9]{1,5})/")
-IMAGE_ID_RE = re.compile(r"sha256:[0-9a-f]{64}")
 NOT_INSTALLED = ("TensorBoard is not installed beside tfcompose ({python}): pip install 'tfcompose[tensorboard]' "
                  "(or pip install tensorboard into that environment)")
 
@@ -58,61 +60,6 @@ class Served:
 
 
 OnReady = Callable[[Served], None]
-
-
-# --- pure decisions ------------------------------------------------------------------------------
-def pick_host(cluster: Cluster, name: Optional[str], parallel: Callable[[], bool]) -> Host:
-    """The chief, or --host. In a sync search only the chief writes TensorBoard logs."""
-    if name is None:
-        return cluster.chief
-    host = next((h for h in cluster.hosts if h.name == name), None)
-    if host is None:
-        raise BadInput(f"--host: Received {name!r}. Expected a host of {cluster.path}: "
-                       + ", ".join(h.name for h in cluster.hosts) + ".")
-    if not host.chief and cluster.spec.run is None and not parallel():
-        raise BadInput(f"--host: Received {name!r}, a worker of a sync search, which writes no TensorBoard logs "
-                       f"(the chief, {cluster.chief.name}, does). Expected the chief, or a search.mode: parallel cluster.")
-    return host
-
-
-def logdir(cluster: Cluster) -> str:
-    """Inside the TensorBoard container, where the host's results folder is /results: the trainer
-    writes results/tensorboard/; a `run:` program writes where it likes in it, so all of it."""
-    return "/results" if cluster.spec.run is not None else "/results/tensorboard"
-
-
-def image_of(container: dict, host: str) -> str:
-    """The image ID the cluster's container runs (present on the host, whatever its tag became)."""
-    image = container.get("Image")
-    if not isinstance(image, str) or not IMAGE_ID_RE.fullmatch(image):
-        raise BadAnswer(host, reason="`docker inspect` gave no image ID for the cluster's container")
-    return image
-
-
-def collected_logdir(run_dir: Path, host: Optional[str]) -> Path:
-    """A collected run's TensorBoard folder: tensorboard/ (sync), hosts/ (parallel: every host's,
-    each a run of its own in TensorBoard) or hosts/<host>/tensorboard/ with --host. Real folders
-    only (launcher/runfiles.py): a link there is not served."""
-    from launcher import runfiles
-
-    def real(rel: str) -> bool:
-        try:
-            return runfiles.is_folder(run_dir, rel)
-        except OSError:
-            return False
-    boards = sorted(name for name, kind in (runfiles.listing(run_dir, "hosts") if real("hosts") else [])
-                    if kind == "a folder" and real(f"hosts/{name}/tensorboard"))
-    if host is not None:
-        if host in boards:
-            return run_dir / "hosts" / host / "tensorboard"
-        raise BadInput(f"--host: Received {host!r}. Expected " + (f"a host of {run_dir}: {', '.join(boards)}." if boards
-                       else f"no --host: {run_dir} has no folder per host (hosts/<host>/tensorboard)."))
-    if real("tensorboard"):
-        return run_dir / "tensorboard"
-    if boards:
-        return run_dir / "hosts"
-    raise BadInput(f"{run_dir}: Received a folder with no tensorboard/ (nor hosts/<host>/tensorboard/). "
-                   "Expected a collected run: runs/<cluster>/<run> (see `tfcompose runs`).")
 
 
 def listen(port: int) -> socket.socket:

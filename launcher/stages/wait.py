@@ -1,7 +1,7 @@
 """Wait: poll every host until the run ends (reading each host's progress file as it goes); a
 host that fails for good stops the whole cluster.
 
-The rules are pure functions over host states and times (unit-tested without Docker):
+The rules are pure functions over host states and times (wait_rules.py, unit-tested without Docker):
 - `final_failure`: exited non-zero, or dead, or gone. Docker moves a container it will restart to
   `restarting` the moment it ends (restarts left, whatever its back-off), so one seen `exited` is one
   it will not restart: its restarts used up, or stopped by hand (`docker kill`), which Docker never
@@ -32,11 +32,10 @@ from launcher.stages.looks import Look, Looks, host_progress
 from launcher.stages.elastic import chief_at, elastic_hint, epoch_ended, lost_for_good, too_few, went_on_without
 from launcher.stages.mirror import Mirror
 from launcher.stages.status import HostStatus, program_error
+from launcher.stages.wait_rules import (deadline, essential, failing, final_failure, finished, first_failures, lost,
+                                        lost_hosts, must_finish, to_signal)
 from launcher.text import clock, printable
 from trainer.spec.progress import Progress, SearchProgress
-
-BAD_INPUT = 2               # the trainer's exit code for input it refuses (trainer/spec/errors.py)
-SAME_ERROR = 3              # the image's runner: the program failed twice alike at its start (trainer/runner.py)
 
 
 @dataclass
@@ -52,83 +51,6 @@ class RunOutcome:
     progress: dict = field(default_factory=dict)  # host → its last progress seen (where the trial was)
     mirror: Optional[Mirror] = None               # where the chief's state was last mirrored
     rejoining: list = field(default_factory=list)  # elastic.rejoin (not an end): lost hosts to take back now
-
-
-# --- the rules ------------------------------------------------------------------------------------
-
-def final_failure(st: HostStatus, retries: int = 0) -> bool:
-    """Whether Docker is done with this host's container: dead or gone, or exited non-zero (Docker
-    will not restart a container it left `exited`), or ending on what a restart would only repeat:
-    input the trainer refuses (exit 2), or a program that failed twice alike at its start (exit 3,
-    the image's runner), even while Docker restarts it."""
-    if st.state in ("dead", "absent"):
-        return True
-    failed = st.state in ("exited", "restarting") and st.exit_code not in (0, None)
-    if failed and st.exit_code in (BAD_INPUT, SAME_ERROR):
-        return True
-    return failed and st.state == "exited"
-
-
-def must_finish(plan: Plan) -> list[str]:
-    """Whose exit 0 ends the run: the chief (in parallel mode it ends once every trial is
-    accounted for, whichever hosts trained them)."""
-    return [plan.cluster.chief.name]
-
-
-def essential(plan: Plan, names) -> list[str]:
-    """The hosts whose failure fails the run: all of them in sync mode (MWMS cannot lose one);
-    in parallel mode the chief alone (another host's trials go to the hosts that remain)."""
-    return [n for n in names if not plan.parallel or n == plan.cluster.chief.name]
-
-
-def lost_hosts(states: dict[str, HostStatus], retries: int, unreachable: list[str]) -> list[str]:
-    """Parallel mode: hosts that failed for good or stopped answering — the run went on without them."""
-    return [n for n, st in states.items() if final_failure(st, retries) or n in unreachable]
-
-
-def finished(states: dict[str, HostStatus], names: list[str]) -> bool:
-    return all(states[n].state == "exited" and states[n].exit_code == 0 for n in names)
-
-
-def first_failures(states: dict[str, HostStatus], retries: int) -> list[HostStatus]:
-    """The hosts that failed for good, the first to fail first (a missing time sorts last)."""
-    failed = [st for st in states.values() if final_failure(st, retries)]
-    return sorted(failed, key=lambda st: st.finished_at or "~")
-
-
-def to_signal(plan: Plan, states: dict[str, HostStatus], retries: int, unreachable: list[str],
-              told: set[str]) -> list[str]:
-    """Parallel mode: the hosts whose loss the chief's queue should hear of now (once each): gone
-    for good or silent; the chief itself never (if it is gone, there is no queue to tell)."""
-    if not plan.parallel:
-        return []
-    chief = plan.cluster.chief.name
-    return [n for n in lost_hosts(states, retries, unreachable) if n != chief and n not in told]
-
-
-def lost(answered_at: dict[str, float], hosts: list[str], since: float, now: float, limit: float) -> list[str]:
-    """The hosts that have not answered for more than `limit` s (counted from `since` for a host
-    that never did)."""
-    return [h for h in hosts if now - answered_at.get(h, since) > limit]
-
-
-def failing(states: dict[str, HostStatus], retries: int, since: dict[str, float], now: float) -> dict[str, float]:
-    """Since when each host has been failing for good (a host that recovers is forgotten)."""
-    return {n: since.get(n, now) for n, st in states.items() if final_failure(st, retries)}
-
-
-def deadline(run, elapsed: float, missing: Optional[list[str]], ports: dict[str, int]) -> Optional[str]:
-    """Why to stop a `run:` program now, if so. `missing`: hosts whose TF port is still closed
-    (None once every host has opened it)."""
-    if run is None:
-        return None
-    if missing and elapsed > run.join_timeout_s:
-        return ("never opened TensorFlow's port within run.join_timeout_s "
-                f"({run.join_timeout_s:g} s): " + ", ".join(f"{h} (port {ports[h]})" for h in missing)
-                + "; did the program create MultiWorkerMirroredStrategy on every host?")
-    if elapsed > run.deadline_s:
-        return f"the chief had not finished after run.deadline_s ({run.deadline_s:g} s)"
-    return None
 
 
 # --- the loop -------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """At `collect` (and when a session ends): the run folder's telemetry spools merged into
-telemetry/<host>.csv (csvfile.py), and each trial's figures from those CSVs (figures.py) added to
+telemetry/<host>.csv (spools.py, csvfile.py), and each trial's figures from those CSVs (figures.py) added to
 its record in results.json, whose owner (trainer/spec/results.py) checks the document before it is
 written back whole."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from launcher import runfiles
-from launcher.telemetry import csvfile, figures
+from launcher.telemetry import csvfile, figures, spools
 from trainer.spec import results
 
 FIGURES = ("gpu_hours", "gpu_utilization", "energy_wh", "cpu_hours", "telemetry_coverage")
@@ -17,9 +17,9 @@ def assemble(run_dir: Path, hosts: list[str]) -> list[str]:
     """Merge, then add the per-trial figures; what went wrong, as warnings (never an error: the
     results stand without telemetry)."""
     problems = []
-    for host in sorted(set(hosts) | set(csvfile.spool_hosts(run_dir))):
+    for host in sorted(set(hosts) | set(spools.spool_hosts(run_dir))):
         try:
-            csvfile.merge(run_dir, host)
+            spools.merge(run_dir, host)
         except OSError as exc:
             problems.append(f"telemetry of {host} not merged into {csvfile.csv_path(run_dir, host)}: {exc}")
     try:

@@ -1,12 +1,5 @@
-"""telemetry/<host>.csv: its one owner (writer, readers, and the spools it is made from).
-
-While `up --wait` or `watch` runs, each host's samples are appended to a spool in the run folder
-(`telemetry/.spool/<host>.<session>.jsonl`, one JSON object per line, flushed every few seconds,
-locked while its session writes it). When the session ends, and again at `collect` (which finds
-what a killed launcher left), `merge` turns every spool no session holds, with the CSV already
-there, into `telemetry/<host>.csv`: time-ordered, one row per sample, written under a temporary
-name and renamed, and only then are the spools removed. Everything is streamed: neither the
-spools nor the CSV are ever whole in memory.
+"""telemetry/<host>.csv: its one owner (writer and readers); the spools it is made from, and the
+merge that makes it, are spools.py's.
 
 Columns: time (the host's clock, UTC unix seconds), training (0/1), trial, epoch, cpu_cores,
 cpu_limit_cores, cpu_queued_cores (its threads runnable but waiting for a CPU, on average), mem_mib,
@@ -23,8 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import fcntl
-import heapq
 import io
 import json
 import re
@@ -35,7 +26,6 @@ from launcher import runfiles
 from launcher.telemetry.samples import MAX_GPUS, Gpu, Sample, finite
 
 FOLDER = "telemetry"
-SPOOLS = ".spool"
 MAX_ROWS = 20_000_000           # a month at one sample a second, with room
 MAX_ROW = 16 << 10              # bytes: 64 GPUs of 5 columns fit in 3 KB
 HOST_COLUMNS = ["time", "training", "trial", "epoch", "cpu_cores", "cpu_limit_cores", "cpu_queued_cores", "mem_mib",
@@ -64,7 +54,7 @@ def _place(path: Path) -> tuple[Path, Path]:
     return Path(*parts[:i]), Path(*parts[i:])
 
 
-def _listing(run_dir: Path, rel: Path) -> list[tuple[str, str]]:
+def listing(run_dir: Path, rel: Path) -> list[tuple[str, str]]:
     try:
         return runfiles.listing(Path(run_dir), rel)
     except OSError:                 # a link or a file in place of the folder: no telemetry to read
@@ -73,7 +63,7 @@ def _listing(run_dir: Path, rel: Path) -> list[tuple[str, str]]:
 
 def hosts_with_csv(run_dir: Path) -> list[str]:
     """The hosts that have a telemetry CSV in the run folder (regular files with a host's name)."""
-    return sorted(name[:-4] for name, kind in _listing(run_dir, Path(FOLDER))
+    return sorted(name[:-4] for name, kind in listing(run_dir, Path(FOLDER))
                   if name.endswith(".csv") and HOST_NAME.match(name[:-4]) and kind == "a regular file")
 
 
@@ -137,10 +127,10 @@ def _gpu_ids(cells: dict) -> list[int]:
 
 def read_csv(path: Path) -> Iterator[Sample]:
     """The samples of a telemetry CSV, in file order; rows that are not the writer's skipped."""
-    with _open_regular(path) as fh:
+    with open_regular(path) as fh:
         if fh is None:
             return
-        reader = csv.DictReader(_bounded_lines(fh))
+        reader = csv.DictReader(bounded_lines(fh))
         for count, cells in enumerate(reader):
             if count >= MAX_ROWS:
                 return
@@ -152,12 +142,12 @@ def read_csv(path: Path) -> Iterator[Sample]:
 
 def gpu_columns(path: Path) -> list[int]:
     """The GPU ids a CSV has columns for."""
-    with _open_regular(path) as fh:
-        first = next(_bounded_lines(fh), "") if fh is not None else ""
+    with open_regular(path) as fh:
+        first = next(bounded_lines(fh), "") if fh is not None else ""
     return _gpu_ids({name: "" for name in first.strip().split(",")})
 
 
-def _bounded_lines(fh: IO[str]) -> Iterator[str]:
+def bounded_lines(fh: IO[str]) -> Iterator[str]:
     """The file's lines, a line longer than MAX_ROW cut there (it then fails its checks)."""
     while True:
         line = fh.readline(MAX_ROW)
@@ -171,7 +161,7 @@ def _bounded_lines(fh: IO[str]) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def _open_regular(path: Path):
+def open_regular(path: Path):
     """A regular file as text (never through a link, never a FIFO that would block), or None."""
     root, rel = _place(path)
     try:
@@ -187,106 +177,11 @@ def _open_regular(path: Path):
         opened.__exit__(None, None, None)
 
 
-def _regular(path: Path) -> bool:
+def is_regular(path: Path) -> bool:
     try:
         return runfiles.is_file(*_place(path))
     except OSError:
         return False
-
-
-# --- spools: what a session appends while it samples ---------------------------------------------
-def spool_record(sample: Sample) -> str:
-    doc = {"t": sample.time, "c": sample.cpu, "cl": sample.cpu_limit, "q": sample.cpu_queued, "m": sample.mem,
-           "ml": sample.mem_limit,
-           "ni": sample.net_in, "no": sample.net_out, "s": sample.swap, "tr": int(sample.training), "ti": sample.trial,
-           "e": sample.epoch, "g": [[g.index, g.util, g.mem, g.mem_total, g.power, g.temp] for g in sample.gpus]}
-    return json.dumps(doc, separators=(",", ":"))
-
-
-def parse_spool_line(line: str) -> Sample:
-    doc = json.loads(line)
-    if not isinstance(doc, dict) or not isinstance(doc.get("g"), list) or len(doc["g"]) > MAX_GPUS:
-        raise ValueError("not a spool line")
-    cells = {"time": doc.get("t"), "cpu_cores": doc.get("c"), "cpu_limit_cores": doc.get("cl"),
-             "cpu_queued_cores": doc.get("q"), "mem_mib": doc.get("m"),
-             "mem_limit_mib": doc.get("ml"), "net_in_mbit_s": doc.get("ni"), "net_out_mbit_s": doc.get("no"),
-             "swap_mb_s": doc.get("s"), "training": str(doc.get("tr")), "trial": str(doc.get("ti")),
-             "epoch": str(doc.get("e"))}
-    for entry in doc["g"]:
-        if not (isinstance(entry, list) and len(entry) == 6 and isinstance(entry[0], int) and 0 <= entry[0] <= 1023):
-            raise ValueError("not a GPU entry")
-        for (name, *_), value in zip(GPU_FIELDS, entry[1:]):
-            cells[f"gpu{entry[0]}_{name}"] = value
-    return parse_row({k: "" if v is None else (v if isinstance(v, str) else _json_number(v)) for k, v in cells.items()})
-
-
-def _json_number(value) -> str:
-    if not finite(value):
-        raise ValueError(repr(value))
-    return repr(float(value))
-
-
-class Spool:
-    """One session's samples of one host, appended as they come; locked while it is written."""
-
-    FLUSH_EVERY = 32
-
-    def __init__(self, run_dir: Path, host: str, session: str):
-        rel = Path(FOLDER) / SPOOLS / f"{host}.{session}.jsonl"
-        self.path = Path(run_dir) / rel
-        Path(run_dir).mkdir(parents=True, exist_ok=True)        # the run folder (its own place: made, followed)
-        self._opened = runfiles.appender(Path(run_dir), rel)        # no link followed, no FIFO appended to
-        self._fh = self._opened.__enter__()
-        fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        self._unflushed = 0
-
-    def add(self, sample: Sample) -> None:
-        self._fh.write(spool_record(sample) + "\n")
-        self._unflushed += 1
-        if self._unflushed >= self.FLUSH_EVERY:
-            self.flush()
-
-    def flush(self) -> None:
-        self._fh.flush()
-        self._unflushed = 0
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self._opened.__exit__(None, None, None)        # the lock goes with the file
-
-
-def read_spool(path: Path) -> Iterator[Sample]:
-    with _open_regular(path) as fh:
-        if fh is None:
-            return
-        for count, line in enumerate(_bounded_lines(fh)):
-            if count >= MAX_ROWS:
-                return
-            try:
-                yield parse_spool_line(line)
-            except (ValueError, TypeError, KeyError, RecursionError):
-                continue
-
-
-def free_spools(run_dir: Path, host: str) -> list[Path]:
-    """The host's spools no session is writing (the ones a session holds are locked)."""
-    rel = Path(FOLDER) / SPOOLS
-    found = []
-    for name, kind in _listing(run_dir, rel):
-        if kind != "a regular file" or not (name.startswith(f"{host}.") and name.endswith(".jsonl")):
-            continue
-        try:
-            with runfiles.appender(Path(run_dir), rel / name) as probe:
-                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            found.append(Path(run_dir) / rel / name)
-        except OSError:
-            continue
-    return found
-
-
-def spool_hosts(run_dir: Path) -> list[str]:
-    return sorted({name.split(".", 1)[0] for name, _ in _listing(run_dir, Path(FOLDER) / SPOOLS)
-                   if name.endswith(".jsonl") and HOST_NAME.match(name.split(".", 1)[0])})
 
 
 # --- the rules' span, kept beside the samples (the report judges them as the live view did) ------------
@@ -300,7 +195,7 @@ def write_rules(run_dir: Path, span_s: float) -> None:
 
 def read_rules(run_dir: Path) -> Optional[float]:
     """The span the run's warnings were judged over, or None (none written, or not one of ours)."""
-    with _open_regular(Path(run_dir) / FOLDER / RULES) as fh:
+    with open_regular(Path(run_dir) / FOLDER / RULES) as fh:
         if fh is None:
             return None
         try:
@@ -327,40 +222,3 @@ def write_csv(path: Path, samples: Iterable[Sample], gpu_ids: list[int]) -> int:
         text.flush()
         text.detach()
     return count
-
-
-def _deduplicated(samples: Iterable[Sample]) -> Iterator[Sample]:
-    last = None
-    for sample in samples:
-        if last is None or sample.time > last:
-            last = sample.time
-            yield sample
-
-
-def merge(run_dir: Path, host: str) -> Optional[Path]:
-    """The host's free spools and its CSV merged into its CSV (time-ordered, each moment once);
-    the spools removed once the CSV is in place. None when there is nothing to merge."""
-    spools, path = free_spools(run_dir, host), csv_path(run_dir, host)
-    if not spools:
-        return path if _regular(path) else None
-    sources = ([lambda: read_csv(path)] if _regular(path) else []) + [lambda p=p: read_spool(p) for p in spools]
-    ids = sorted(set(gpu_columns(path) if _regular(path) else [])
-                 | {g.index for source in sources[1 if _regular(path) else 0:] for s in source() for g in s.gpus})[:MAX_GPUS]
-    merged = heapq.merge(*[_sorted_enough(source()) for source in sources], key=lambda s: s.time)
-    write_csv(path, _deduplicated(merged), ids)
-    for spool in spools:
-        with contextlib.suppress(OSError):
-            spool.unlink()
-    with contextlib.suppress(OSError):
-        spools[0].parent.rmdir()        # only when empty: another session's spool keeps it
-    return path
-
-
-def _sorted_enough(samples: Iterable[Sample]) -> Iterator[Sample]:
-    """A source in time order as heapq.merge needs it: a sample older than the one before it (a
-    host whose clock was set back) is dropped rather than break the order."""
-    last = None
-    for sample in samples:
-        if last is None or sample.time >= last:
-            last = sample.time
-            yield sample

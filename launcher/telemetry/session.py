@@ -1,7 +1,7 @@
 """Telemetry for the life of `up --wait` and `watch`: one sampler per host (command.py) held over
 the SSH connection the command already has (ssh/tunnel.py's Held: a thread each), their output
 parsed as it comes (parse.py), and one judge thread that, every second, takes the samples from a
-bounded queue, appends them to the run folder's spools (csvfile.py), shows each host's line in the
+bounded queue, appends them to the run folder's spools (spools.py), shows each host's line in the
 live view, and warns once per episode of what the rules find (rules.py).
 
 `sampling(group, plan, run_dir)` wraps the wait loop. It stands in for the group's reporter for
@@ -12,7 +12,8 @@ trains, and stamps each sample with the host's trial and epoch.
 Bounded whatever a host does: its output is parsed under parse.py's bounds (a flood ends its
 sampler for good, with a warning); the queue holds at most QUEUE_MAX samples (more are dropped
 and counted); a sampler that stops talking for SILENT_S is ended and started again, at most
-RESTARTS times; ending takes at most STOP_S; and a host's trouble never reaches the wait loop.
+RESTARTS times (sampler.py); ending takes at most STOP_S; and a host's trouble never reaches the
+wait loop. The wait loop's reporter meanwhile is observer.py's.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import queue
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -32,91 +33,18 @@ from launcher.plan import Plan
 from launcher.ssh.connection import new_tag
 from launcher.ssh.tunnel import Held
 from launcher.telemetry import command, csvfile, live, rules
-from launcher.telemetry.parse import Flood, HostStream
+from launcher.telemetry.observer import Observer
+from launcher.telemetry.parse import HostStream
+from launcher.telemetry.sampler import Sampler, why_ended
 from launcher.telemetry.samples import Sample
-from launcher.text import one_line
+from launcher.telemetry.spools import Spool, merge
 
 HEARTBEAT_S = 5.0         # the sampler's stdin hears from us this often (it gives up after command.SILENCE_S)
 LOOK_S = rules.LOOK_S     # the judge's pace (the report's replay keeps it too)
 QUEUE_MAX = 4096
-RESTARTS = 5
-RESTART_AFTER_S = 5.0     # then doubled at each restart
 STOP_S = 3.0
-STARTUP_S = 120.0         # a `run:` program (no progress file) counts as training after this long running
 FLUSH_S = 5.0
 SESSIONS = itertools.count()
-
-
-@dataclass
-class HostState:
-    stage: str = ""
-    running_since: Optional[float] = None
-    trial: int = 0
-    epoch: int = 0
-    done: bool = False
-    progress_seen: bool = False
-
-
-class Observer:
-    """The wait loop's reporter while telemetry runs: passes everything on, keeps what it learns."""
-
-    def __init__(self, inner, clock=time.monotonic):
-        self.inner, self.clock = inner, clock
-        self.hosts: dict[str, HostState] = {}
-        self._lock = threading.Lock()
-
-    def stage(self, host: str, stage: str, detail: str = "") -> None:
-        with self._lock:
-            state = self.hosts.setdefault(host, HostState())
-            if stage == "running" and state.stage != "running":
-                state.running_since = self.clock()
-            state.stage = stage
-        self.inner.stage(host, stage, detail)
-
-    def progress(self, host: str, progress, restarts: int = 0) -> None:
-        with self._lock:
-            state = self.hosts.setdefault(host, HostState())
-            state.trial, state.epoch, state.done, state.progress_seen = \
-                progress.trial_index, progress.epoch, progress.done, True
-        self.inner.progress(host, progress, restarts)
-
-    def warn(self, host, message: str) -> None:
-        self.inner.warn(host, message)
-
-    def transfer(self, host: str, what: str, done: int, total: int, elapsed_s: float) -> None:
-        self.inner.transfer(host, what, done, total, elapsed_s)
-
-    def telemetry(self, host: str, line: str) -> None:
-        shown = getattr(self.inner, "telemetry", None)
-        if shown is not None:
-            shown(host, line)
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def doing(self, host: str, run_program: bool) -> tuple[bool, int, int]:
-        """(training, trial, epoch) of the host as last reported."""
-        with self._lock:
-            state = self.hosts.get(host, HostState())
-            running = state.stage == "running"
-            if run_program:
-                since = state.running_since
-                return running and since is not None and self.clock() - since >= STARTUP_S, 0, 0
-            return running and state.progress_seen and not state.done, state.trial, state.epoch
-
-
-@dataclass
-class Sampler:
-    """One host's sampler: its Held command, its parser and its fortunes."""
-    host: str
-    stream: HostStream
-    held: Optional[Held] = None
-    restarts: int = 0
-    restart_at: Optional[float] = None
-    stopped: str = ""              # why it will not be started again
-    told_garbage: bool = False
-    last_heard: float = 0.0
-    tag: str = ""                  # the command's tag on the host (connection.new_tag), to end it there
 
 
 class Session:
@@ -135,7 +63,7 @@ class Session:
         self.latest: dict[str, tuple[float, Sample]] = {}
         self.counts: dict[str, int] = {}          # samples taken per host (the first has no rates to show)
         self.episodes = rules.Episodes()
-        self.spools: dict[str, Optional[csvfile.Spool]] = {}     # None: it could not be written (said once)
+        self.spools: dict[str, Optional[Spool]] = {}     # None: it could not be written (said once)
         self.name = f"{os.getpid()}-{int(time.time())}-{next(SESSIONS)}"
         self._said: set = set()
         self._stop = threading.Event()
@@ -176,7 +104,7 @@ class Session:
                 spool.close()
         for host in self.spools:
             try:
-                csvfile.merge(self.run_dir, host)
+                merge(self.run_dir, host)
             except OSError as exc:
                 self.observer.warn(host, f"telemetry not written to {csvfile.csv_path(self.run_dir, host)}: {exc}")
 
@@ -254,10 +182,10 @@ class Session:
             self.latest[host] = (self.clock(), sample)
             self.counts[host] = self.counts.get(host, 0) + 1
 
-    def _spool(self, host: str) -> csvfile.Spool:
+    def _spool(self, host: str) -> Spool:
         if host not in self.spools:
             self.spools[host] = None            # until it is made: a folder that cannot be written is said once
-            self.spools[host] = csvfile.Spool(self.run_dir, host, self.name)
+            self.spools[host] = Spool(self.run_dir, host, self.name)
         return self.spools[host]
 
     def _write(self, host: str, write) -> None:
@@ -284,7 +212,7 @@ class Session:
         """Notes to pass on; samplers that ended, flooded or fell silent: started again, or not."""
         now = self.clock()
         for sampler in self.samplers.values():
-            self._notes(sampler)
+            sampler.pass_notes(self.observer.warn)
             if self._closing.is_set():
                 continue
             held = sampler.held
@@ -297,9 +225,9 @@ class Session:
             if not held.ended.is_set() and now - sampler.last_heard > self.silent_after():
                 held.abort()
                 self._end_on_host(sampler)
-                self._ended(sampler, f"it said nothing for {now - sampler.last_heard:.0f} s")
+                sampler.ended(f"it said nothing for {now - sampler.last_heard:.0f} s", self.clock, self.observer.warn)
             elif held.ended.is_set():
-                self._ended(sampler, self._why(held))
+                sampler.ended(why_ended(held), self.clock, self.observer.warn)
 
     def _end_on_host(self, sampler: Sampler) -> threading.Thread:
         """End, on the host, what the command left there (best effort, bounded, on a thread of its own:
@@ -312,36 +240,6 @@ class Session:
 
     def silent_after(self) -> float:
         return max(30.0, 10 * self.period_s)
-
-    def _why(self, held: Held) -> str:
-        if held.error is not None:
-            return summary(held.error) if not isinstance(held.error, Flood) else str(held.error)
-        said = one_line(held.stderr.decode("utf-8", "replace")[-300:], 200)
-        return f"it ended (exit {held.status})" + (f": {said}" if said else "")
-
-    def _ended(self, sampler: Sampler, why: str) -> None:
-        error = sampler.held.error if sampler.held else None
-        sampler.held = None
-        if isinstance(error, Flood):
-            sampler.stopped = why
-            self.observer.warn(sampler.host, f"telemetry stopped: the host {why}, which no sampler does; "
-                                             "no more figures from it in this run")
-            return
-        if sampler.restarts >= RESTARTS:
-            sampler.stopped = why
-            self.observer.warn(sampler.host, f"telemetry stopped after {RESTARTS} restarts: {why}")
-            return
-        sampler.restarts += 1
-        sampler.restart_at = self.clock() + RESTART_AFTER_S * 2 ** (sampler.restarts - 1)
-        self.observer.warn(sampler.host, f"telemetry: the sampler stopped ({why}); starting it again")
-
-    def _notes(self, sampler: Sampler) -> None:
-        stream = sampler.stream
-        while stream.notes:
-            self.observer.warn(sampler.host, "telemetry: " + stream.notes.pop(0))
-        if stream.garbage and not sampler.told_garbage:
-            sampler.told_garbage = True
-            self.observer.warn(sampler.host, f"telemetry: ignored what is not a sample (first: {stream.first_garbage!r})")
 
     def _show(self) -> None:
         now = self.clock()

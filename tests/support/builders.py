@@ -9,6 +9,7 @@ from pathlib import Path
 
 from launcher.inventory.model import Cluster, Host
 from launcher.inventory.schema import Inventory
+from launcher.telemetry.samples import Gpu, Sample
 from trainer.spec.progress import Tracker, parse
 
 
@@ -83,3 +84,17 @@ def host_facts(**said: str) -> "HostFacts":
     the real parser."""
     from launcher.host_facts import parse
     return parse("".join(f"{key}={value}\n" for key, value in said.items()) + "end=ok\n")
+
+
+def run_folder(root: Path, *boards: str) -> Path:
+    """A collected run's folder with a TensorBoard folder at each of `boards` (e.g. tensorboard, hosts/h1/tensorboard)."""
+    for board in boards:
+        (root / board / "small_cnn" / "train").mkdir(parents=True)
+    return root
+
+
+def telemetry_sample(t: float, gpus=((0, 50.0),), **kw) -> Sample:
+    """One host's sample at `t` as the sampler takes it: GPUs (index, utilisation), training trial 2, epoch 3."""
+    return Sample(time=t, cpu=1.5, cpu_limit=2.0, cpu_queued=0.25, mem=100.0, mem_limit=1000.0, net_in=10.0, net_out=20.0, swap=0.0,
+                  gpus=tuple(Gpu(i, util=u, mem=1.0, mem_total=2.0, power=None, temp=40.0) for i, u in gpus),
+                  training=True, trial=2, epoch=3, **kw)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from trainer.spec.config import ElasticRun
+from trainer.spec.elastic_run import ElasticRun
 from trainer.spec.errors import ConfigError
 
 

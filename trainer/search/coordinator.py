@@ -10,7 +10,7 @@ Its policy, over typed calls (wire.py) and with no network of its own (queue.py 
 - a trial that fails on its host (out of memory) is handed on like a lost one, once per host; a
   host that fails QUARANTINE_AFTER trials in a row gets no more (it would burn the budget in
   seconds); if no host is left to train, the search stops, saying why;
-- what a host says is checked: its figures (results.host_figures), its epoch's figures (accuracy
+- what a host says is checked: its figures (results_check.host_figures), its epoch's figures (accuracy
   in [0, 1], a loss ≥ 0); the rest of a trial's record is the chief's own.
 Every few seconds it writes where the search is (progress.SearchProgress), whatever the chief's own
 training is doing, for the launcher's live view.
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from trainer.spec import results, space
+from trainer.spec import results, results_check, space
 from trainer.spec.progress import SearchProgress, write_search
 from trainer.search.study import Study
 from trainer.search.wire import Ask, Done, Fail, Finish, Offer, Report, Verdict, Wait, printable
@@ -114,9 +114,9 @@ class Coordinator:
     def finish(self, number: int, host: str, sent) -> None:
         """The trial's record: the chief's own knowledge, and the host's figures, checked."""
         trial = self.study.trial(number)
-        figures = results.host_figures(sent, self.classes, f"{host}'s trial {number}")
+        figures = results_check.host_figures(sent, self.classes, f"{host}'s trial {number}")
         record = results.trial_record(trial, figures, host=host)
-        results.check_record(record, f"{host}'s trial {number}")      # what results.json will hold
+        results_check.check_record(record, f"{host}'s trial {number}")      # what results.json will hold
         self.study.finish(number, record)
         self.trained.setdefault(host, []).append(trial.name)
         self.failures[host] = 0

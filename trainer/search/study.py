@@ -18,7 +18,9 @@ What the study adds to Optuna's:
   the budget's trials only (a retry or a repeated draw takes no number); a retry is `<name>~r<k>`.
 - **Retries**: a trial whose host was lost (or failed on its own host) waits in a list of its own
   (retries.py) for a host that did not fail it, at most MAX_RETRIES times.
-The points themselves (names of values, sameness, an untried point) are points.py's.
+The points themselves (names of values, sameness, an untried point) are points.py's; the samplers
+and pruners by name samplers.py's; the file, and whether it is resumed, study_file.py's; what a
+trial's record says, study_records.py's.
 """
 from __future__ import annotations
 
@@ -28,63 +30,22 @@ import threading
 from pathlib import Path
 from typing import Optional
 
+from trainer.search import study_file
 from trainer.search.points import params_of, point_key, untried, value_key
 from trainer.search.retries import Retries
+from trainer.search.samplers import sampler, suggest
+from trainer.search.study_file import FILE
+from trainer.search.study_records import (DUPLICATE, EXHAUSTED, HOST, NAME, NOT_ON, PRUNED_AT, RECORD, RETRY_OF, SEQ, STOPPED,
+                                          counts, record_of)
 from trainer.spec import results, space
-from trainer.spec.config import PRUNERS, SAMPLERS, Range, TrainConfig
-from trainer.spec.errors import ClusterError
+from trainer.spec.config import TrainConfig
 from trainer.spec.trials import Trial
 
-FILE = "study.db"
-NAME, RECORD, HOST, RETRY_OF, PRUNED_AT = "tfc:name", "tfc:record", "tfc:host", "tfc:retry_of", "tfc:pruned_at"
-SEQ, DUPLICATE, NOT_ON = "tfc:seq", "tfc:duplicate_of", "tfc:not_on"
-SPACE, EXHAUSTED, STOPPED = "tfc:space", "tfc:exhausted", "tfc:stopped"
 # A trial whose host was lost goes to another host at most this often: a trial that takes every
 # host it lands on down with it (it fills the GPU, say) must not go round the cluster for ever.
 MAX_RETRIES = 2
 # Draws of the sampler in a row that may repeat a tried point before an untried one is taken directly.
 RESAMPLES = 8
-# What a search's figures depend on: a study made for other values is not resumed.
-SEARCHED = ("candidates", "epochs", "learning_rate", "batch_per_replica", "seed", "dataset", "weights", "precision")
-TRANSPORT = {"mode", "queue", "port", "lost_after_s", "hosts", "addresses", "key_file"}
-
-
-class StudyDamaged(ClusterError):
-    """study.db cannot be read: the search cannot resume from it."""
-
-
-def fingerprint(cfg: TrainConfig) -> str:
-    import hashlib
-    doc = cfg.model_dump(mode="json", include=set(SEARCHED))
-    doc["search"] = cfg.search.model_dump(mode="json", exclude=TRANSPORT)
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
-
-
-# The registries: each name the config allows (trainer/spec/config.py's SAMPLERS, PRUNERS) → how
-# Optuna makes it. A new sampler or pruner is one name there and one line here.
-SAMPLER = {
-    "grid": lambda optuna, cfg, seed: optuna.samplers.RandomSampler(seed=seed),   # the points are enqueued, asked in order
-    "random": lambda optuna, cfg, seed: optuna.samplers.RandomSampler(seed=seed),
-    "tpe": lambda optuna, cfg, seed: optuna.samplers.TPESampler(seed=seed),
-}
-PRUNER = {
-    "none": lambda optuna, cfg: optuna.pruners.NopPruner(),
-    "asha": lambda optuna, cfg: optuna.pruners.SuccessiveHalvingPruner(
-        min_resource=cfg.search.min_epochs, reduction_factor=cfg.search.reduction_factor),
-    "hyperband": lambda optuna, cfg: optuna.pruners.HyperbandPruner(
-        min_resource=cfg.search.min_epochs, max_resource=space.max_epochs(cfg), reduction_factor=cfg.search.reduction_factor),
-}
-assert set(SAMPLER) == set(SAMPLERS) and set(PRUNER) == set(PRUNERS), "the config's names and the registries differ"
-
-
-def sampler(cfg: TrainConfig, seed: int):
-    import optuna
-    return SAMPLER[cfg.search.sampler](optuna, cfg, seed)
-
-
-def pruner(cfg: TrainConfig):
-    import optuna
-    return PRUNER[cfg.search.pruner](optuna, cfg)
 
 
 class Study:
@@ -96,11 +57,7 @@ class Study:
         self.cfg, self.lock, self.path, self.log = cfg, threading.RLock(), folder / FILE, log
         folder.mkdir(parents=True, exist_ok=True)
         self.seed = cfg.search.seed if cfg.search.seed is not None else cfg.seed
-        self.study = self._open()
-        if self.study.user_attrs.get(SPACE, fingerprint(cfg)) != fingerprint(cfg):
-            log(f"the search changed since {self.path} was written: a new study")
-            self.study = self._open(fresh=True)
-        self._guarded(lambda: self.study.set_user_attr(SPACE, fingerprint(cfg)))
+        self.study = study_file.resume_or_start(self.path, cfg, self.seed, log)
         # Continue the sampler's stream: a restarted chief must not draw its first points again.
         self.study.sampler = sampler(cfg, self.seed + len(self.study.get_trials(deepcopy=False)))
         self.budget = cfg.search.trials or (space.grid_size(cfg) if cfg.search.sampler == "grid" else 0)
@@ -108,37 +65,10 @@ class Study:
         self._handles: dict[int, object] = {}
         self.retries = Retries(self.study)
 
-    def _open(self, fresh: bool = False):
-        import optuna
-        if fresh:
-            self.path.unlink(missing_ok=True)
-        storage = f"sqlite:///{self.path}"
-        return self._guarded(lambda: optuna.create_study(
-            study_name="tfcompose", storage=optuna.storages.RDBStorage(storage, engine_kwargs={"connect_args": {"timeout": 60}}),
-            direction="maximize", sampler=sampler(self.cfg, self.seed), pruner=pruner(self.cfg), load_if_exists=True))
-
-    def _guarded(self, step):
-        """A step on study.db; a file that is not a study a clear error with the fix, not a traceback."""
-        try:
-            return step()
-        except Exception as exc:        # noqa: BLE001  (sqlalchemy's and sqlite's errors have no common base we import)
-            if type(exc).__module__.split(".")[0] not in ("sqlalchemy", "sqlite3", "optuna", "alembic"):
-                raise
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-            raise StudyDamaged(f"{self.path}: the search's study cannot be read ({type(exc).__name__}: {first}), so this "
-                               "run cannot resume its search. Start it over with `tfcompose up --new-run` (this run's "
-                               "folders, the damaged study among them, stay on the hosts), or put back a good copy of "
-                               f"{FILE}.") from None
-
     def export(self, path: Path) -> None:
         """A consistent copy of the study at `path` (written beside it, then renamed), for
         optuna-dashboard or a notebook after the run."""
-        import os
-        import sqlite3
-        tmp = path.with_name(path.name + ".tmp")
-        with self.lock, sqlite3.connect(self.path) as source, sqlite3.connect(tmp) as copy:
-            source.backup(copy)
-        os.replace(tmp, path)
+        study_file.copy_out(self.path, path, self.lock)
 
     # --- asking --------------------------------------------------------------------------------
     def resume_or_next(self, host: str = "", others: frozenset = frozenset()) -> Optional[Trial]:
@@ -224,19 +154,8 @@ class Study:
         """Every value of the trial (a sampled one drawn now; an enqueued one as it was fixed)."""
         candidate = handle.suggest_categorical("candidate", list(self.cfg.candidates))
         for dim in space.dimensions(self.cfg, candidate):
-            self._suggest(handle, candidate, dim)
+            suggest(handle, candidate, dim)
         return dict(handle.params)
-
-    @staticmethod
-    def _suggest(handle, candidate: str, dim: space.Dimension):
-        key = value_key(candidate, dim.name)
-        spec = dim.spec
-        if not isinstance(spec, Range):
-            return handle.suggest_categorical(key, list(spec))
-        low, high = spec.bounds
-        if spec.kind in ("integer", "log_integer"):
-            return handle.suggest_int(key, low, high, log=spec.kind == "log_integer")
-        return handle.suggest_float(key, low, high, log=spec.kind == "log_uniform")
 
     def _tried(self) -> dict[str, int]:
         """Every point handed out before (its first trial's number), repeats of a draw aside."""
@@ -362,49 +281,17 @@ class Study:
                 self._end(handle.number, {"state": "failed", "why": f"not run: {why}"[:500]})
 
     def counts(self) -> dict:
-        """Where the search is, for the live view: trials done, pruned, failed, running, left, the
-        best so far, and the epochs an ended trial trained on average (pruning makes it fewer)."""
+        """Where the search is, for the live view (study_records.counts)."""
         with self.lock:
-            trials = self._counted()
-            states = [t.state.name for t in trials]
-            finished = [t for t in trials if t.state.name == "COMPLETE"]
-            best = max(finished, key=lambda t: t.value) if finished else None
             ended_early = self.exhausted or bool(self.study.user_attrs.get(STOPPED))
             left = 0 if ended_early else max(self.budget - self._seq(), 0)
-            ended = [len(t.intermediate_values) for t in trials if t.state.name in ("COMPLETE", "PRUNED")]
-            return {"done": states.count("COMPLETE"), "pruned": states.count("PRUNED"),
-                    "failed": sum(1 for t in trials if json.loads(t.user_attrs.get(RECORD, "{}")).get("state") == "failed"),
-                    "running": states.count("RUNNING"), "left": left + len(self.retries.waiting()) + states.count("WAITING"),
-                    "best": best.user_attrs.get(NAME, "") if best else "",
-                    "best_val_accuracy": json.loads(best.user_attrs[RECORD])["val_accuracy"] if best else -1.0,
-                    "epochs_per_trial": round(sum(ended) / len(ended), 2) if ended else 0.0}
+            return counts(self._counted(), left + len(self.retries.waiting()))
 
     def records(self) -> list[dict]:
         """results.json's record of every trial, in order: the record its host sent, or for a
         trial that never finished (its host lost), what the study knows of it."""
         with self.lock:
-            out = []
-            for frozen in self._counted(deepcopy=True):
-                sent = json.loads(frozen.user_attrs.get(RECORD, "{}"))
-                record = sent if sent.get("state") in ("complete", "pruned") else {**self._unfinished(frozen), **sent}
-                out.append({**record, "trial": frozen.number, "host": frozen.user_attrs.get(HOST, record.get("host", "")),
-                            **({"retry_of": frozen.user_attrs[RETRY_OF]} if RETRY_OF in frozen.user_attrs else {})})
-            return out
-
-    def _unfinished(self, frozen) -> dict:
-        # the scores reported per epoch: accuracies to within their loss tie-break (< 1e-9)
-        curve = [round(float(frozen.intermediate_values[e]), 6) for e in sorted(frozen.intermediate_values)]
-        trial = self._trial_of(frozen) if "candidate" in frozen.params else None
-        return {"candidate": frozen.user_attrs.get(NAME, f"trial {frozen.number}"),
-                "architecture": trial.candidate if trial else "",
-                **({"learning_rate": trial.learning_rate, "batch_per_replica": trial.batch_per_replica} if trial else {}),
-                "val_accuracy": curve[-1] if curve else math.nan,
-                "val_loss": math.nan, "train_seconds": 0.0, "images_per_second": 0.0, "params": 0,
-                "epochs": space.max_epochs(self.cfg), "epochs_run": len(curve), "curve": curve,
-                "state": {"FAIL": "failed", "RUNNING": "running", "WAITING": "waiting"}.get(frozen.state.name, "failed"),
-                "hyperparameters": ({"learning_rate": trial.learning_rate, "batch_per_replica": trial.batch_per_replica,
-                                     **trial.hyperparameters} if trial else {}),
-                **_times(frozen)}
+            return [record_of(frozen, self._trial_of, self.cfg) for frozen in self._counted(deepcopy=True)]
 
     def trials(self) -> list:
         return self._counted(deepcopy=True)
@@ -431,13 +318,3 @@ class Study:
         values = {d.name: frozen.params[value_key(candidate, d.name)] for d in space.dimensions(self.cfg, candidate)}
         return Trial.of(frozen.user_attrs[NAME], candidate, values, number=frozen.number, seq=frozen.user_attrs.get(SEQ, 0))
 
-
-def _times(frozen) -> dict:
-    """A trial that never sent its figures (its host lost, its builder refused): from when it was
-    handed out to when the study ended it (Optuna's own record, this machine's clock), as UTC unix
-    seconds like a finished trial's started_at and ended_at."""
-    out = {}
-    for key, when in (("started_at", frozen.datetime_start), ("ended_at", frozen.datetime_complete)):
-        if when is not None:
-            out[key] = round(when.timestamp(), 3)       # Optuna's datetimes are naive local times
-    return out

@@ -21,7 +21,7 @@ from typing import Callable, Protocol, Union
 
 import tensorflow as tf
 
-from trainer.spec import history, results, space
+from trainer.spec import history, results, results_check, space
 from trainer.train.backup import SearchState
 from trainer.spec.config import TrainConfig
 from trainer.spec.errors import ClusterError, one_line
@@ -266,7 +266,7 @@ class QueueSource:
 
     @contextlib.contextmanager
     def training(self, trial: Trial):
-        from trainer.search.queue import Beating
+        from trainer.search.queue_client import Beating
         with Beating(self.channel, trial.number, every_s=max(1.0, self.cfg.search.lost_after_s / 4)) as beating:
             self.beating = beating
             try:
@@ -278,7 +278,7 @@ class QueueSource:
         return study_record(trial, outcome_record, stopped, curve, self.state.starts)
 
     def finish(self, trial: Trial, record: dict) -> None:
-        self.channel.finish(trial.number, {k: v for k, v in record.items() if k in results.HOST_FIGURES
+        self.channel.finish(trial.number, {k: v for k, v in record.items() if k in results_check.HOST_FIGURES
                                            or k == "confusion_matrix"})
 
     def fail(self, trial: Trial, exc: BaseException, build: bool) -> None:

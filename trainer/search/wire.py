@@ -54,7 +54,7 @@ class Beat:
 @dataclass(frozen=True)
 class Finish:
     number: int
-    figures: dict                  # checked by results.host_figures on the chief
+    figures: dict                  # checked by results_check.host_figures on the chief
 
 
 @dataclass(frozen=True)

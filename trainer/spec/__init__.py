@@ -2,12 +2,15 @@
 a cluster; the launcher imports the trainer only from here (an import-linter contract says so).
 
     config.py        the trainer's settings (train.yaml, TFC_TRAIN_*, flags): the schema
+    overrides.py     the config file read, and the flags' and TFC_TRAIN_* overrides laid over it
+    elastic_run.py   an elastic run's record: the batch policy, its re-forms (written by `up`)
     validation.py    pydantic's errors as one line each (the inventory's too)
     yamlfile.py      YAML read under bounds (size, depth, aliases)
     space.py         the search space: its dimensions, its grid, its rules
     load.py          a configuration loaded whole: the file, the overrides, the schema, the space's rules
     trials.py        a trial (candidate × values) and a grid's list of them
-    results.py       results.json: its one owner (writer and checks)
+    results.py       results.json: its one owner (writer, reader, the rule for the best)
+    results_check.py results.json checked: every key a reader uses, a host's figures
     progress.py      progress-*.json and search-progress.json: what the live view reads
     history.py       a trial's history CSV read back (its validation curve)
     errors.py        the error family and its exit codes (the launcher's errors are of it)

@@ -1,4 +1,5 @@
-"""The trainer's configuration: one typed model, loaded from YAML and overridden by flags.
+"""The trainer's configuration: one typed model, loaded from YAML and overridden by flags (the
+file and the overrides read in overrides.py; an elastic run's record in elastic_run.py).
 
 The launcher validates an inventory's `train:` section with this same model, so a value the
 trainer would reject is rejected before anything starts on any host.
@@ -6,13 +7,11 @@ trainer would reject is rejected before anything starts on any host.
 from __future__ import annotations
 
 import math
-import os
-from typing import Annotated, Any, List, Literal, Optional, Tuple, Union
+from typing import Annotated, List, Literal, Optional, Tuple, Union
 
 from pydantic import Field, StringConstraints, field_validator, model_serializer, model_validator
 
-from trainer.spec import yamlfile
-from trainer.spec.errors import ConfigError
+from trainer.spec.elastic_run import ElasticRun
 from trainer.spec.validation import StrictFloatT, StrictIntT, StrictModel as _Strict, field
 
 CANDIDATE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?$"
@@ -203,56 +202,6 @@ class AllreduceConfig(_Strict):
     """The slowest host-to-host link, Mbit/s: written by `up` from preflight's links check (auto's input)."""
 
 
-HOST_NAME = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")]
-BATCH_POLICIES = ("keep_global", "keep_per_replica")
-
-
-REFORM_AT = "%Y-%m-%dT%H:%M:%SZ"        # Reform.at: UTC, one format, so the text sorts as the time
-
-
-def reform_at(when) -> str:
-    """`when` (an aware datetime) as a Reform's `at`."""
-    import datetime as dt
-    return when.astimezone(dt.timezone.utc).strftime(REFORM_AT)
-
-
-class Reform(_Strict):
-    """One re-form of an elastic run: the hosts lost, the cluster before and after (launcher/elastic/)."""
-    generation: StrictIntT = field(..., expected="an integer ≥ 1", ge=1, le=1_000_000)
-    """The cluster's generation after this re-form (the first cluster is generation 0)."""
-    at: str = field(..., expected="a UTC time like 2026-11-28T05:00:00Z", pattern=r"^[0-9]{4}-[0-9-]{5}T[0-9:]{8}Z$")
-    """When the launcher decided the host was lost (UTC)."""
-    lost: List[HOST_NAME] = field(..., expected="a list of host names", max_length=256)
-    """The hosts left behind (none when the re-form took a host back)."""
-    joined: List[HOST_NAME] = field([], expected="a list of host names", max_length=256)
-    """The hosts taken back (elastic.rejoin): lost earlier, answering again."""
-    why: str = field("", expected="text of at most 300 characters", max_length=300, pattern=r"^[^\x00-\x1f\x7f]*$")
-    """Why each was judged lost (silent, or failing for good, and for how long)."""
-    hosts_after: List[HOST_NAME] = field(..., expected="a list of host names", min_length=1, max_length=256)
-    """The hosts that went on, the chief first."""
-    workers_before: StrictIntT = field(..., expected="an integer ≥ 1", ge=1, le=256)
-    """The hosts training together before the loss."""
-    candidate: str = field("", expected="a trial's name", max_length=1000, pattern=r"^[^\x00-\x1f\x7f]*$")
-    """The trial in training when the host was lost ("" between trials)."""
-    epochs_done: StrictIntT = field(0, expected="an integer ≥ 0", ge=0, le=100_000)
-    """The trial's epochs finished (and backed up) when the host was lost: where training resumed."""
-
-
-class ElasticRun(_Strict):
-    """Written by `up` under the inventory's `elastic:`, never by hand: the batch policy, the cluster's size at the
-    start, and every re-form so far (the chief copies them into results.json)."""
-    batch: Literal["keep_global", "keep_per_replica"] = field("keep_global", expected="'keep_global' or 'keep_per_replica'")
-    """The inventory's elastic.batch: how a trial's batch and learning rate follow a smaller cluster."""
-    workers_at_start: StrictIntT = field(1, expected="an integer ≥ 1", ge=1, le=256)
-    """The hosts the run started with (each trains with as many replicas as the others: gpus_per_host)."""
-    reforms: List[Reform] = field([], expected="a list of re-forms", max_length=10_000)
-    """Every re-form so far, the oldest first."""
-
-    @property
-    def generation(self) -> int:
-        return self.reforms[-1].generation if self.reforms else 0
-
-
 class TrainConfig(_Strict):
     dataset: DatasetConfig = field(DatasetConfig(), expected="a mapping")
     """The images to train and validate on."""
@@ -333,39 +282,3 @@ class TrainConfig(_Strict):
             raise ValueError(f"a built-in candidate ({', '.join(BUILTIN_CANDIDATES)}) or an import path like "
                              f"'my_models:build', not {unknown[0]!r}")
         return names
-
-
-def parse_yaml(text: str, where: str) -> Any:
-    return yamlfile.parse(text, where, ConfigError).data
-
-
-def read_config_file(path: str | os.PathLike) -> dict:
-    doc = yamlfile.load(path, "the config file", ConfigError)
-    if doc.data is None:
-        return {}
-    if not isinstance(doc.data, dict):
-        raise ConfigError(f"{path}: (top level): Received {type(doc.data).__name__}. Expected a mapping of settings.")
-    return doc.data
-
-
-def apply_override(data: dict, dotted: str, value: Any) -> dict:
-    """Set `a.b.c` in a nested dict copy: flags and env vars override the YAML."""
-    out = dict(data)
-    head, _, rest = dotted.partition(".")
-    if rest:
-        inner = out.get(head)
-        out[head] = apply_override(inner if isinstance(inner, dict) else {}, rest, value)
-    else:
-        out[head] = value
-    return out
-
-
-def env_overrides(environ: dict[str, str]) -> list[tuple[str, Any]]:
-    """TFC_TRAIN_EPOCHS=3, TFC_TRAIN_DATASET__IMAGE_SIZE=[32,32]: values parsed as YAML."""
-    prefix = "TFC_TRAIN_"
-    found = []
-    for key in sorted(environ):
-        if key.startswith(prefix) and environ[key] != "":
-            dotted = key[len(prefix):].lower().replace("__", ".")
-            found.append((dotted, parse_yaml(environ[key], key)))
-    return found

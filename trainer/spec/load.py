@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from trainer.spec import space
-from trainer.spec.config import TrainConfig, apply_override, read_config_file
+from trainer.spec.config import TrainConfig
 from trainer.spec.errors import ConfigError
+from trainer.spec.overrides import apply_override, read_config_file
 from trainer.spec.validation import validate
 
 

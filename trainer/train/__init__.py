@@ -2,6 +2,7 @@
 the spec.
 
     trial.py         one trial trained and evaluated (train_trial), the best model saved, backups found
+    callbacks.py     the callbacks of our own it trains with: each epoch's line and CSV row, the mirror
     data.py          an image folder or generated images, as a tf.data pipeline
     synth.py         generated images (also a command: `python -m trainer.train.synth`)
     models.py        the built-in candidates and a user's `module:function` builders

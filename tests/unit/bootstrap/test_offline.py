@@ -8,9 +8,7 @@ from pathlib import Path
 import pytest
 
 from launcher.bootstrap import offline
-from launcher.bootstrap.offline import Deb, Request
-from launcher.ssh.connection import Result
-from support.fakes import FakeConnection
+from launcher.bootstrap.offline import Request
 
 DEBIAN = Request("debian-12", "debian", "bookworm", "amd64", (), (("docker.io", "archive"), ("docker-compose", "next-release")),
                  b"Package: dpkg\nStatus: install ok installed\n\n")
@@ -77,28 +75,3 @@ def test_a_file_apt_chose_but_that_is_not_there_is_an_error(tmp_path):
     run, _ = fake_container(["runc_1.1.5+ds1-1+deb12u1_amd64.deb"])
     with pytest.raises(offline.ResolveError, match="apt chose libc6 2.36-9"):
         offline.resolve(DEBIAN, tmp_path, run_container=run)
-
-
-def debs(tmp_path: Path, sizes: dict[str, int]) -> list[Deb]:
-    out = []
-    for name, size in sizes.items():
-        path = tmp_path / name
-        path.write_bytes(b"x" * size)
-        out.append(Deb(name, path, hashlib.sha256(b"x" * size).hexdigest(), size))
-    return out
-
-
-def test_only_what_the_host_lacks_is_sent_and_a_part_file_is_resumed(tmp_path):
-    a, b, c = debs(tmp_path, {"a_1_all.deb": 1000, "b_1_all.deb": 5000, "c_1_all.deb": 300})
-
-    def answer(command):
-        if "sha256sum" in command[2]:      # what the host holds: a whole, b in part; and junk a host may say
-            return Result(0, f"{a.sha256}  a_1_all.deb\npart 4000 b_1_all.deb\n{'0' * 64}  c_1_all.deb\n"
-                             "part 999999 c_1_all.deb\n\x1b[31m  evil\n", "")
-        return Result(0, "", "")
-    conn = FakeConnection(answer)
-    progress = []
-    shipped = offline.ship(conn, "/home/admin/.cache/tfcompose/bootstrap", [a, b, c], lambda done, total: progress.append((done, total)))
-    sent = {cmd[5]: (cmd[7], data) for cmd, data in conn.streams}
-    assert sent == {"b_1_all.deb": ("4000", b"x" * 1000), "c_1_all.deb": ("0", b"x" * 300)}
-    assert shipped == offline.Shipped(2, 1300, 1) and progress[-1] == (1300, 1300)

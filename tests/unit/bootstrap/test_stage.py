@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from launcher.bootstrap import commands, stage
-from launcher.bootstrap.facts import PROBE
+from launcher.bootstrap.probe import PROBE
 from launcher.errors import RemoteError
 from launcher.inventory.load import load_cluster
 from launcher.reporter import RecordingReporter
@@ -112,19 +112,6 @@ def test_a_failed_install_is_one_line_with_its_reason(cluster):
     with pytest.raises(RemoteError) as err:
         run_one(cluster, conn)
     assert err.value.summary == "h1: apt's lock is still held after 30 s: python3 (pid 7) holds /var/lib/dpkg/lock-frontend"
-
-
-def test_an_install_that_vanished_says_to_run_again_and_one_too_long_is_left_running(cluster):
-    conn = Host([])
-    conn.logs = [("", "Unpacking containerd ...\n")]
-    conn.answer_for_orig = conn.answer_for
-    conn.answer = lambda c: (Result(0, "status=\nalive=no\nsize=10\n---\n", "") if "alive=" in str(c) else conn.answer_for_orig(c))
-    with pytest.raises(RemoteError, match="stopped before it finished .* run tfcompose bootstrap again"):
-        stage.follow(conn, cluster.hosts[0], 60, RecordingReporter())
-    slow = Host([])
-    slow.answer = lambda c: Result(0, "status=\nalive=yes\nsize=0\n---\n", "") if "alive=" in str(c) else Result(0, "", "")
-    with pytest.raises(RemoteError, match="still installing after 0 s; it goes on on the host"):
-        stage.follow(slow, cluster.hosts[0], 0.01, RecordingReporter())
 
 
 def test_the_plan_without_yes_changes_nothing(cluster):

@@ -2,21 +2,13 @@
 tfcompose writes (bounded, type-checked, named after its content and its owner)."""
 from __future__ import annotations
 
-import base64
 import json
 
 import pytest
 
 from launcher.leases import files as lf
 from launcher.leases.files import Entry, Gpus, Lease, Tombstone, Unreadable
-
-
-def a_lease(**kw) -> Lease:
-    values = dict(id="0123456789abcdef", cluster="demo", host="h1", run="3f2a1b2c3d4e", user="alice",
-                  launcher="alice@laptop", session="fedcba9876543210", since=1_700_000_000, gpus=Gpus(ids=frozenset({0, 1})),
-                  ports=frozenset({2222}), uid=1000, owner="alice", file="demo.h1.1000.lease")
-    values.update(kw)
-    return Lease(**values)
+from support.lease_host import demo_lease
 
 
 def entry(text: str, name: str = "demo.h1.1000.lease", uid: int = 1000) -> Entry:
@@ -24,7 +16,7 @@ def entry(text: str, name: str = "demo.h1.1000.lease", uid: int = 1000) -> Entry
 
 
 def test_what_tfcompose_writes_it_reads_back_the_same():
-    lease = a_lease()
+    lease = demo_lease()
     read = lf.parse_entry(entry(lf.lease_text(lease)))
     assert read == Lease(**{**vars(lease), "text": lf.lease_text(lease)})
     stone = Tombstone("0123456789abcdef", "bob", "bob@desk", 1_700_000_100, uid=1001, file="0123456789abcdef.1001.broken")
@@ -37,7 +29,7 @@ def test_a_lease_names_the_run_as_up_names_it():
 
     from launcher import runs
     run = runs.new_run_id("983df86f0a1b", dt.datetime(2026, 11, 25, 17, 20, 51, tzinfo=dt.timezone.utc))
-    lease = a_lease(run=run)
+    lease = demo_lease(run=run)
     assert lf.parse_entry(entry(lf.lease_text(lease))).run == run
 
 
@@ -57,7 +49,7 @@ def test_gpu_sets_overlap_when_they_share_a_gpu(a, b, overlap):
 
 
 def doc(**changes) -> str:
-    base = json.loads(lf.lease_text(a_lease()))
+    base = json.loads(lf.lease_text(demo_lease()))
     base.update(changes)
     return json.dumps(base)
 
@@ -92,42 +84,8 @@ def test_a_hostile_lease_file_is_unreadable_and_says_why(case, text, why):
 
 
 def test_a_lease_is_its_owners_only_under_its_own_name():
-    text = lf.lease_text(a_lease())
+    text = lf.lease_text(demo_lease())
     # Written by bob (uid 1001) under alice's name: the file system says who wrote it.
     assert isinstance(lf.parse_entry(entry(text, uid=1001)), Unreadable)
     assert isinstance(lf.parse_entry(entry(text, name="other.h1.1000.lease")), Unreadable)
     assert isinstance(lf.parse_entry(entry(text, name="demo.h1.1000.ticket")), Unreadable)
-
-
-def look_line(name: str, uid: int, owner: str, text: bytes) -> str:
-    return f"entry {name} {uid} {owner} {base64.b64encode(text).decode()}"
-
-
-def test_the_hosts_answer_is_parsed_line_by_line_and_lines_it_does_not_write_are_skipped():
-    good = lf.lease_text(a_lease())
-    answer = "\n".join([
-        "user 1001 bob", "now 1700000500",
-        look_line("demo.h1.1000.lease", 1000, "alice", good.encode()),
-        look_line("x.lease", 1000, "alice", b"\xff\xfe not utf-8"),
-        look_line("y.lease", 1000, "\x1b[31malice", b"{}"),       # an owner name that is no name
-        "entry ../../etc/passwd 0 root cm9vdA==",                  # a name host.sh never lists
-        "entry z.lease 0 root !!!notbase64",
-        "session fedcba9876543210 alive", "session 0000000000000000 dead", "session $(id) alive",
-        "fingerprint abc", "garbage line", "user x y"])
-    folder = lf.parse_look(answer)
-    assert (folder.uid, folder.user, folder.now, folder.exists) == (1001, "bob", 1_700_000_500, True)
-    assert [lease.id for lease in folder.leases] == ["0123456789abcdef"]
-    assert {u.file: u.why for u in folder.unreadable} == {
-        "x.lease": "not UTF-8 text", "y.lease": "not a tfcompose lease (schema 1)", "z.lease": "not UTF-8 text"}
-    assert next(u for u in folder.unreadable if u.file == "y.lease").owner == "uid 1000"
-    assert folder.sessions == {"fedcba9876543210": True, "0000000000000000": False}
-    assert len(folder.lines) == 5      # every entry line the host listed counts in the fingerprint
-
-
-def test_the_fingerprint_is_the_hosts_and_leaves_out_this_ups_own_files():
-    import hashlib
-    lines = [look_line("a.lease", 1, "u", b"{}"), look_line("b.lease", 1, "u", b"{}")]
-    folder = lf.parse_look("\n".join(lines))
-    assert lf.fingerprint(folder, set()) == hashlib.sha256("".join(f"{x}\n" for x in lines).encode()).hexdigest()
-    assert lf.fingerprint(folder, {"a.lease"}) == hashlib.sha256(f"{lines[1]}\n".encode()).hexdigest()
-    assert lf.fingerprint(lf.parse_look(""), set()) == hashlib.sha256(b"").hexdigest()

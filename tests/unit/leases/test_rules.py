@@ -6,7 +6,8 @@ from dataclasses import replace
 import pytest
 
 from launcher.leases import rules as rules
-from launcher.leases.files import Folder, Gpus, Lease, Needs, Ticket, Tombstone, gpus_of
+from launcher.leases.files import Gpus, Lease, Needs, Ticket, Tombstone, gpus_of
+from launcher.leases.look import Folder
 
 ALICE, BOB = 1000, 1001
 NOW = 1_700_000_600

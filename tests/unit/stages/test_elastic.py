@@ -13,7 +13,7 @@ from launcher.stages import elastic
 from launcher.stages.looks import Look
 from launcher.stages.status import HostStatus
 from support.builders import cluster
-from trainer.spec.config import Reform, reform_at
+from trainer.spec.elastic_run import Reform, reform_at
 
 
 def test_a_host_silent_or_failing_past_elastic_lost_after_s_is_lost_for_good():

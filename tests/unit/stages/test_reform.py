@@ -9,7 +9,7 @@ from launcher.errors import RemoteError
 from launcher.stages import reform
 from launcher.stages.mirror import Mirror
 from support.builders import cluster
-from trainer.spec.config import Reform
+from trainer.spec.elastic_run import Reform
 
 NOW = dt.datetime(2026, 11, 28, 5, 0, 0, tzinfo=dt.timezone.utc)
 

@@ -1,4 +1,4 @@
-"""`tfcompose tensorboard`: which host and folder, bad input refused before anything starts, what
+"""`tfcompose tensorboard` (which host and folder: test_tensorboard_source.py): a busy port and bad input refused before anything starts, what
 the keeper on the host says read as hostile, and the keeper itself (the real script under sh, with
 a stand-in `docker`): it removes TensorBoard when its stdin closes, when it stays silent, when
 TensorBoard stops, and when TensorBoard never answers."""
@@ -16,71 +16,9 @@ import yaml
 
 from launcher import cli
 from launcher import docker_commands as dc
-from launcher.errors import BadAnswer, BadInput, ExitCode
+from launcher.errors import BadInput, ExitCode
 from launcher.stages import tensorboard as tb
-from support.builders import cluster
-
-# --- which host, which folder ---------------------------------------------------------------------
-
-
-def test_the_chief_by_default_and_any_host_of_a_parallel_search():
-    c = cluster(3)
-    assert tb.pick_host(c, None, lambda: False).name == "h0"
-    assert tb.pick_host(c, "h2", lambda: True).name == "h2"
-
-
-def test_an_unknown_host_is_refused_naming_the_hosts():
-    with pytest.raises(BadInput) as exc:
-        tb.pick_host(cluster(2), "h9", lambda: True)
-    assert exc.value.lines == ["--host: Received 'h9'. Expected a host of inv.yaml: h0, h1."]
-
-
-def test_a_worker_of_a_sync_search_is_refused_it_writes_no_tensorboard_logs():
-    with pytest.raises(BadInput, match=r"--host: Received 'h1', a worker of a sync search.*the chief, h0"):
-        tb.pick_host(cluster(2), "h1", lambda: False)
-
-
-def test_the_trainer_folder_or_all_of_a_run_programs_results():
-    assert tb.logdir(cluster(1)) == "/results/tensorboard"
-    byo = cluster(1, run={"command": ["python", "train.py"], "code_dir": "."})
-    assert tb.logdir(byo) == "/results"
-
-
-def test_the_image_is_the_id_the_clusters_container_runs():
-    image = "sha256:" + "a" * 64
-    assert tb.image_of({"Image": image}, "h0") == image
-    for hostile in ({"Image": "alpine; rm -rf /"}, {"Image": ["x"]}, {}):
-        with pytest.raises(BadAnswer):
-            tb.image_of(hostile, "h0")
-
-
-def run_folder(root: Path, *boards: str) -> Path:
-    for board in boards:
-        (root / board / "small_cnn" / "train").mkdir(parents=True)
-    return root
-
-
-def test_a_collected_sync_run_serves_its_tensorboard_folder(tmp_path):
-    run = run_folder(tmp_path / "c" / "abc", "tensorboard")
-    assert tb.collected_logdir(run, None) == run / "tensorboard"
-
-
-def test_a_collected_parallel_run_serves_every_host_or_the_one_asked_for(tmp_path):
-    run = run_folder(tmp_path, "hosts/h0/tensorboard", "hosts/h1/tensorboard")
-    assert tb.collected_logdir(run, None) == run / "hosts"
-    assert tb.collected_logdir(run, "h1") == run / "hosts" / "h1" / "tensorboard"
-    with pytest.raises(BadInput, match=r"--host: Received 'h7'. Expected a host of .*: h0, h1."):
-        tb.collected_logdir(run, "h7")
-
-
-def test_a_folder_that_is_not_a_collected_run_is_refused(tmp_path):
-    (tmp_path / "notes").mkdir()
-    for folder in (tmp_path / "notes", tmp_path / "absent"):
-        with pytest.raises(BadInput, match="Expected a collected run: runs/<cluster>/<run>"):
-            tb.collected_logdir(folder, None)
-    with pytest.raises(BadInput, match="Expected no --host"):
-        tb.collected_logdir(run_folder(tmp_path / "sync", "tensorboard"), "h0")
-
+from support.builders import run_folder
 
 def test_a_busy_port_is_refused_and_port_0_picks_a_free_one():
     with tb.listen(0) as taken:

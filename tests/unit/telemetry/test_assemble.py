@@ -7,7 +7,7 @@ from functools import partial
 
 import pytest
 
-from launcher.telemetry import assemble, csvfile
+from launcher.telemetry import assemble, csvfile, spools
 from launcher.telemetry.samples import Gpu, Sample
 
 approx = partial(pytest.approx, rel=1e-5)
@@ -20,7 +20,7 @@ def results_doc(trials):
 
 
 def spool(run, host, start, seconds, util):
-    out = csvfile.Spool(run, host, "s1")
+    out = spools.Spool(run, host, "s1")
     for i in range(seconds + 1):
         out.add(Sample(time=start + i, cpu=1.0, gpus=(Gpu(0, util=util, power=100.0),)))
     out.close()

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from launcher.plan import make
 from launcher.reporter import RecordingReporter
-from launcher.telemetry import session as session_mod
+from launcher.telemetry import sampler as sampler_mod, session as session_mod
 from launcher.telemetry.parse import Flood
 from launcher.telemetry.samples import Gpu, Sample
 from support.builders import cluster
@@ -48,25 +48,6 @@ def feed(s, host: str, t: float, util: float = 3.0, cpu: float = 1.0):
     s.queue.put_nowait((host, Sample(time=t, cpu=cpu, cpu_limit=2.0, gpus=(Gpu(0, util=util),))))
 
 
-def test_the_observer_passes_everything_on_and_learns_who_trains():
-    inner, clock = RecordingReporter(), Clock()
-    observer = session_mod.Observer(inner, clock)
-    observer.stage("h0", "running", "")
-    observer.warn("h0", "careful")
-    assert observer.doing("h0", run_program=False) == (False, 0, 0)     # running, but no epoch seen yet
-    observer.progress("h0", progress(2, 3))
-    assert observer.doing("h0", run_program=False) == (True, 2, 3)
-    observer.progress("h0", progress(2, 4, done=True))
-    assert observer.doing("h0", run_program=False)[0] is False
-    observer.stage("h1", "running")
-    assert observer.doing("h1", run_program=True)[0] is False          # a `run:` program, just started
-    clock.now += session_mod.STARTUP_S
-    assert observer.doing("h1", run_program=True)[0] is True
-    observer.stage("h1", "exited")
-    assert observer.doing("h1", run_program=True)[0] is False
-    assert inner.warnings == [("h0", "careful")] and ("h0", "progress", "2/3") in inner.events
-
-
 def test_samples_are_stamped_spooled_shown_and_judged_once(tmp_path):
     s, rep, clock = made(tmp_path)
     for host in ("h0", "h1"):
@@ -94,7 +75,7 @@ def test_a_full_queue_drops_and_counts_rather_than_grow(tmp_path):
         feed(s, "h0", float(i))
     s._launch = lambda sampler: None
     heard = []
-    sampler = session_mod.Sampler("h0", s._stream(s.plan.cluster.hosts[0]))
+    sampler = sampler_mod.Sampler("h0", s._stream(s.plan.cluster.hosts[0]))
     # What the Held thread does with a chunk: parse, queue; the queue is full.
     for sample in sampler.stream.feed(b"S 1.0 - - - - - - - - - -\n"):
         try:
@@ -118,19 +99,19 @@ def test_a_sampler_that_ends_is_started_again_with_a_growing_wait_and_then_left(
     s, rep, clock = made(tmp_path)
     launched = []
     s._launch = lambda sampler: launched.append(clock.now) or setattr(sampler, "held", FakeHeld(status=1))
-    s.samplers["h0"] = session_mod.Sampler("h0", s._stream(s.plan.cluster.hosts[0]), held=FakeHeld(status=1))
+    s.samplers["h0"] = sampler_mod.Sampler("h0", s._stream(s.plan.cluster.hosts[0]), held=FakeHeld(status=1))
     for _ in range(200):
         clock.now += 1
         s._tend()
-    assert len(launched) == session_mod.RESTARTS
+    assert len(launched) == sampler_mod.RESTARTS
     assert [b - a for a, b in zip(launched, launched[1:])] == [11.0, 21.0, 41.0, 81.0]
-    assert rep.warnings[-1] == ("h0", f"telemetry stopped after {session_mod.RESTARTS} restarts: it ended (exit 1): oops")
+    assert rep.warnings[-1] == ("h0", f"telemetry stopped after {sampler_mod.RESTARTS} restarts: it ended (exit 1): oops")
 
 
 def test_a_flood_stops_the_hosts_telemetry_for_good_and_silence_cuts_it_off(tmp_path):
     s, rep, clock = made(tmp_path)
     s._launch = lambda sampler: (_ for _ in ()).throw(AssertionError("no restart after a flood"))
-    s.samplers["h0"] = session_mod.Sampler("h0", s._stream(s.plan.cluster.hosts[0]),
+    s.samplers["h0"] = sampler_mod.Sampler("h0", s._stream(s.plan.cluster.hosts[0]),
                                            held=FakeHeld(error=Flood("sent more than 256 KiB in a second")))
     s._tend()
     s._show()
@@ -139,7 +120,7 @@ def test_a_flood_stops_the_hosts_telemetry_for_good_and_silence_cuts_it_off(tmp_
     assert ("h0", "telemetry", "telemetry stopped") in rep.events
     quiet = FakeHeld()
     quiet.ended.clear()
-    s.samplers["h1"] = session_mod.Sampler("h1", s._stream(s.plan.cluster.hosts[1]), held=quiet, last_heard=clock.now,
+    s.samplers["h1"] = sampler_mod.Sampler("h1", s._stream(s.plan.cluster.hosts[1]), held=quiet, last_heard=clock.now,
                                            tag="tfcompose-cmd-0123456789abcdef")
     clock.now += s.silent_after() + 1
     s._launch = lambda sampler: None
@@ -155,11 +136,11 @@ def test_a_flood_stops_the_hosts_telemetry_for_good_and_silence_cuts_it_off(tmp_
 
 def test_what_a_host_says_wrong_is_told_once(tmp_path):
     s, rep, _ = made(tmp_path)
-    sampler = session_mod.Sampler("h0", s._stream(s.plan.cluster.hosts[0]))
+    sampler = sampler_mod.Sampler("h0", s._stream(s.plan.cluster.hosts[0]))
     s.samplers["h0"] = sampler
     sampler.stream.feed(b"\x1b[31mred\nmore garbage\nE 139\n")
-    s._notes(sampler)
-    s._notes(sampler)
+    sampler.pass_notes(s.observer.warn)
+    sampler.pass_notes(s.observer.warn)
     assert rep.warnings == [("h0", "telemetry: nvidia-smi ended (exit 139): more garbage; started again in 10 s"),
                             ("h0", "telemetry: ignored what is not a sample (first: '\\\\x1b[31mred')")]
 

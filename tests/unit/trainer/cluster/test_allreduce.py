@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from trainer.cluster.allreduce import MAX_EVERY, SHARE, allreduce_ms, choose, max_every, needs_step_time
-from trainer.spec.config import AllreduceConfig, TrainConfig, env_overrides
+from trainer.spec.config import AllreduceConfig, TrainConfig
+from trainer.spec.overrides import env_overrides
 from trainer.spec.load import load_config
 
 SMALL_CNN = 1_493_636          # parameters: 6 MB of float32 gradients

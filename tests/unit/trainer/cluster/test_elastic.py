@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from trainer.cluster.elastic import batch_and_rate
-from trainer.spec.config import ElasticRun
+from trainer.spec.elastic_run import ElasticRun
 from trainer.spec.errors import ConfigError
 
 

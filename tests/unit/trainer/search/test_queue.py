@@ -6,7 +6,6 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -14,7 +13,7 @@ import urllib.request
 import pytest
 
 from support.common import free_ports
-from trainer.search import queue as q, wire
+from trainer.search import queue as q, queue_client, wire
 from trainer.spec.config import TrainConfig
 from trainer.search.coordinator import Coordinator
 from trainer.spec.errors import ClusterError
@@ -43,8 +42,8 @@ def served(tmp_path):
     q.stop(server, stopped)
 
 
-def client(port: int, host: str = "h1", patience_s: float = 5) -> q.Client:
-    return q.Client(f"127.0.0.1:{port}", host, wire.host_key(RUN_KEY, host), patience_s=patience_s)
+def client(port: int, host: str = "h1", patience_s: float = 5) -> queue_client.Client:
+    return queue_client.Client(f"127.0.0.1:{port}", host, wire.host_key(RUN_KEY, host), patience_s=patience_s)
 
 
 def figures() -> dict:
@@ -106,17 +105,10 @@ def test_a_record_results_json_could_not_hold_is_refused_at_once_and_its_trial_s
     assert next(r for r in coordinator.study.records() if r["trial"] == mine.number)["state"] == "running"
 
 
-def test_a_host_that_cannot_reach_the_chief_gives_up_after_its_patience():
-    started = time.monotonic()
-    with pytest.raises(ClusterError, match="did not answer for 2 s"):
-        client(free_port(), "h1", patience_s=2).ask(1, 0)
-    assert time.monotonic() - started < 2 + q.CALL_TIMEOUT_S
-
-
 def test_a_host_waits_longer_for_a_chief_that_has_not_answered_yet(served):
     """The chief may still be importing TensorFlow when a faster host first calls."""
     _, port = served
-    late = q.Client(f"127.0.0.1:{free_port()}", "h1", wire.host_key(RUN_KEY, "h1"), patience_s=1, first_patience_s=3)
+    late = queue_client.Client(f"127.0.0.1:{free_port()}", "h1", wire.host_key(RUN_KEY, "h1"), patience_s=1, first_patience_s=3)
     started = time.monotonic()
     with pytest.raises(ClusterError, match="did not answer for 3 s"):
         late.ask(1, 0)
@@ -256,28 +248,6 @@ def test_a_caller_that_trickles_its_request_is_cut_off_after_the_request_time(se
     finally:
         sock.close()
     assert cut and time.monotonic() - started < q.REQUEST_S + 3
-
-
-def test_an_answer_the_chief_did_not_sign_is_not_taken(tmp_path):
-    """A machine between a host and the chief cannot make up answers (prune this, take that trial)."""
-    port = free_port()
-    listener = socket.create_server(("127.0.0.1", port))
-
-    def impostor():
-        conn, _ = listener.accept()
-        conn.recv(65536)
-        body = json.dumps({"trial": {"name": "evil", "candidate": "small_cnn", "learning_rate": 9.0,
-                                     "batch_per_replica": 1}}).encode()
-        conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-        conn.close()
-        listener.close()             # then gone: the client's retries are refused, not held for a call's timeout
-
-    threading.Thread(target=impostor, daemon=True).start()
-    try:
-        with pytest.raises(ClusterError, match="did not answer"):
-            client(port, "h1", patience_s=0.5).ask(1, 0)
-    finally:
-        listener.close()
 
 
 def test_a_trial_that_reports_no_epoch_for_far_longer_than_any_took_is_handed_on(served):

@@ -227,16 +227,6 @@ def test_a_retry_waits_for_a_host_that_did_not_fail_it_while_there_are_others(tm
     assert study.counts()["left"] == 1
 
 
-def test_a_damaged_study_file_is_one_clear_error_with_the_fix(tmp_path):
-    import pytest
-    from trainer.search.study import StudyDamaged
-    (tmp_path / "study.db").write_bytes(b"this is not a database" * 100)
-    with pytest.raises(StudyDamaged) as caught:
-        Study(cfg(learning_rates=[0.1, 0.01]), tmp_path)
-    message = str(caught.value)
-    assert str(tmp_path / "study.db") in message and "tfcompose up --new-run" in message and "\n" not in message
-
-
 def test_a_grid_of_ten_billion_points_is_never_built(tmp_path):
     import time
     lists = {f"a{i}": list(range(10)) for i in range(10)}

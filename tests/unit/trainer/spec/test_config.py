@@ -6,7 +6,7 @@ import subprocess
 import sys
 import pytest
 from support.common import REPO
-from trainer.spec.config import TrainConfig, env_overrides
+from trainer.spec.config import TrainConfig
 from trainer.spec.load import load_config
 from trainer.spec.errors import ConfigError
 
@@ -26,11 +26,6 @@ def test_file_then_overrides(tmp_path):
     path = write(tmp_path, "epochs: 5\ndataset: {kind: synthetic, image_size: [32, 32]}\n")
     cfg = load_config(path, [("epochs", 3), ("dataset.classes", 3)])
     assert cfg.epochs == 3 and cfg.dataset.image_size == (32, 32) and cfg.dataset.classes == 3
-
-
-def test_environment_overrides_parse_yaml_values():
-    found = env_overrides({"TFC_TRAIN_EPOCHS": "4", "TFC_TRAIN_DATASET__IMAGE_SIZE": "[24, 24]", "OTHER": "1"})
-    assert found == [("dataset.image_size", [24, 24]), ("epochs", 4)]
 
 
 @pytest.mark.parametrize("text, expected", [
