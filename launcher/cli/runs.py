@@ -16,13 +16,13 @@ def track_cmd(run_dir: Path = typer.Argument(..., help="a collected run: runs/<c
                                                             help="its inventory: its tracking: section and settings")) -> None:
     """Send a collected run to MLflow (what is not there yet): one parent run, one run per trial, the
     best model registered. Without --inventory: MLFLOW_TRACKING_URI, or where the run went before."""
-    from launcher.tracking import upload
+    from launcher.tracking import source, upload
     from launcher.tracking.client import require_client
-    upload.check_run_folder(run_dir)            # a folder that is no run: refused before anything else
+    source.check_run_folder(run_dir)            # a folder that is no run: refused before anything else
     cluster = load_inventory(inventory_path) if inventory_path else None
-    settings = upload.settings_for(run_dir, cluster)
+    settings = source.settings_for(run_dir, cluster)
     require_client(cluster or _Tracked(settings, run_dir))
-    book = upload.send(settings, upload.from_folder(run_dir, cluster))
+    book = upload.send(settings, source.from_folder(run_dir, cluster))
     say_tracking(run_dir)
     if not book.complete:
         raise TfcError(f"not all sent: {book.pending}")

@@ -1,7 +1,9 @@
 """tracking.json in a run folder: where the run was tracked and what is there (its one owner).
 
-Written by collect and `tfcompose track`; read by `tfcompose track` (the tracker and experiment
-of a run tracked before, when no inventory is given) and by the CLI's closing line. It holds no
+Written by collect and `tfcompose track`; read by `tfcompose track` (the tracker, the experiment
+and the search run's params of a run tracked before, when no inventory is given: a run collected
+while the tracker was down is sent later as the inventory would have sent it) and by the CLI's
+closing line. It holds no
 secret: the tracker's URI is kept as `secrets.shown` says it.
 """
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Ledger:
     complete: bool = False             # everything of the run is on the tracker
     pending: str = ""                  # why not (the tracker's error, or no results yet)
     note: str = ""                     # what was sent otherwise than asked (no model in MLflow's format)
+    search_params: dict = field(default_factory=dict)   # the search run's params as the inventory gave them
     updated: str = ""
     schema: int = SCHEMA
 
@@ -65,7 +68,15 @@ def read(run_dir: Path) -> Optional[Ledger]:
         return None
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in values.get("trials", {}).items()):
         return None
+    if not _params(values.get("search_params", {})):
+        values["search_params"] = {}        # not what send wrote: the run's params come from results.json then
     return Ledger(**values)
+
+
+def _params(params: dict) -> bool:
+    """MLflow params as it takes them: a key of ≤ 250 characters, a value of ≤ 6000."""
+    return all(isinstance(k, str) and isinstance(v, str) and 0 < len(k) <= 250 and len(v) <= 6000
+               for k, v in params.items())
 
 
 def summary(run_dir: Path) -> Optional[str]:

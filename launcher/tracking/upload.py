@@ -16,117 +16,22 @@ as files of the parent.
 from __future__ import annotations
 
 import json
-import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from launcher import runfiles
-from launcher.errors import BadInput
 from launcher.inventory.model import TrackerSettings
 from launcher.tracking import ledger as ledger_mod, mapping
 from launcher.tracking.client import Tracker, TrackerError
 from launcher.tracking.outbox import ROW
 from launcher.tracking.secrets import shown
+from launcher.tracking.source import Source, from_plan, results_of
 from trainer.spec import results
 from trainer.spec.model_files import FOLDER as MODEL_FOLDER, SOURCE_KEY   # the format's owner
 
 PARENT_FILES = ("results.json", "report.md")
 MAX_MLMODEL = 1 << 20
-
-
-@dataclass(frozen=True)
-class Source:
-    """The run as the tracker sees it: who, what settings, where its files are."""
-
-    cluster: str
-    run_id: str
-    hosts: list
-    mode: str
-    image: str
-    settings: dict          # the `train:` settings (or what results.json says of them)
-    folder: Path
-
-
-def from_plan(plan, run_id: str, run_dir: Path) -> Source:
-    cluster = plan.cluster
-    return Source(cluster.name, run_id, [h.name for h in cluster.hosts], "parallel" if plan.parallel else "sync",
-                  cluster.spec.image, cluster.spec.train_or_defaults.model_dump(mode="json"), Path(run_dir))
-
-
-def from_folder(run_dir: Path, cluster=None) -> Source:
-    """A collected run by its folder (runs/<cluster>/<run>), with its inventory's settings when given."""
-    folder = Path(run_dir)
-    check_run_folder(folder)
-    real = folder.resolve()
-    doc = _results(folder)
-    name = cluster.name if cluster is not None else cluster_of(real)
-    if cluster is not None and cluster_of(real) != cluster.name:
-        raise BadInput(f"{run_dir}: Received a run of cluster {cluster_of(real)!r} with the inventory of cluster "
-                       f"{cluster.name!r}. Expected this run's own inventory, or none.")
-    hosts = _hosts(folder, doc) if cluster is None else [h.name for h in cluster.hosts]
-    mode = str((doc or {}).get("mode", "sync"))
-    settings = cluster.spec.train_or_defaults.model_dump(mode="json") if cluster is not None \
-        else mapping.settings_from_results(doc or {})
-    return Source(name, real.name, hosts, mode, cluster.spec.image if cluster is not None else "", settings, folder)
-
-
-def check_run_folder(folder: Path) -> None:
-    """A folder `track` may send: a run's (its results.json or outcome.json there, regular files);
-    anything else (a cluster's folder, runs/ itself, a file) is refused before the tracker is
-    contacted, and a results.json that is not one tfcompose wrote is named."""
-    if not folder.is_dir():
-        raise BadInput(f"{folder}: Received no such folder. Expected a collected run, like runs/<cluster>/<run>.")
-    kinds = {name: runfiles.found(folder, name) for name in (runfiles.RESULTS, "outcome.json")}
-    for name, found in kinds.items():
-        if found not in (None, "a regular file"):
-            raise BadInput(runfiles.RunFileError(folder / name, found).line)
-    if not any(kinds.values()):
-        raise BadInput(f"{folder}: Received a folder that is not a run (no results.json, no outcome.json). Expected a "
-                       "collected run, like runs/<cluster>/<run> (`tfcompose runs` lists them).")
-    if kinds[runfiles.RESULTS]:
-        runfiles.load_results(folder)       # a damaged one is named here, before anything is sent
-
-
-def cluster_of(folder: Path) -> str:
-    """runs/<cluster>/<run>; the simulation's runs/local is cluster `local` (as `tfcompose runs` says)."""
-    return "local" if folder.name == "local" else folder.parent.name
-
-
-def _hosts(folder: Path, doc: Optional[dict]) -> list[str]:
-    logs = [name[:-4] for name, kind in runfiles.listing(folder, "logs") if name.endswith(".log") and ".attempt-" not in name
-            and kind == "a regular file"] if runfiles.found(folder, "logs") == "a folder" else []
-    return [str(h) for h in (doc or {}).get("search", {}).get("hosts") or logs]
-
-
-def _results(folder: Path) -> Optional[dict]:
-    if not runfiles.is_file(folder, runfiles.RESULTS):
-        return None
-    try:
-        return runfiles.load_results(folder)
-    except results.ResultsError:
-        return None
-
-
-def settings_for(run_dir: Path, cluster=None, environ: Optional[dict] = None) -> TrackerSettings:
-    """The tracker for `tfcompose track`: the inventory's, else MLFLOW_TRACKING_URI, else the
-    one the run was tracked in before (tracking.json, when its URI held no secret)."""
-    from launcher.inventory.tracking import EXPERIMENT_ENV, URI_ENV
-    environ = os.environ if environ is None else environ
-    if cluster is not None:
-        if cluster.tracking is None:
-            raise BadInput(f"{cluster.path}: tracking: Received nothing. Expected tracking: {{mlflow: {{uri: …}}}} "
-                           "to say where the run goes (or no --inventory, with MLFLOW_TRACKING_URI set).")
-        return cluster.tracking
-    before = ledger_mod.read(run_dir)
-    uri = environ.get(URI_ENV) or (before.tracker if before else "")
-    if not uri:
-        raise BadInput(f"{run_dir}: Received no tracker: MLFLOW_TRACKING_URI is not set and the run was never "
-                       "tracked. Expected MLFLOW_TRACKING_URI, or --inventory with a tracking: section.")
-    experiment = environ.get(EXPERIMENT_ENV) or (before.experiment if before else "") or cluster_of(Path(run_dir).resolve())
-    return TrackerSettings(uri=uri, experiment=experiment,
-                           register_as=(before.registered_as or None) if before else None)
 
 
 # --- the upload ---------------------------------------------------------------------------------
@@ -149,7 +54,7 @@ def after_collect(reporter, plan, run_id: str, run_dir: Path) -> Optional[ledger
 def send(settings: TrackerSettings, source: Source) -> ledger_mod.Ledger:
     """Everything of the run that the tracker lacks; the ledger says what was done and what not."""
     book = ledger_mod.Ledger(tracker=shown(settings.uri), experiment=settings.experiment,
-                             registered_as=settings.register_as or "")
+                             registered_as=settings.register_as or "", search_params=source.params)
     try:
         _send(Tracker(settings), settings, source, book)
     except TrackerError as exc:
@@ -160,7 +65,7 @@ def send(settings: TrackerSettings, source: Source) -> ledger_mod.Ledger:
 
 def _send(tracker: Tracker, settings: TrackerSettings, source: Source, book: ledger_mod.Ledger) -> None:
     book.experiment_id = tracker.experiment_id()
-    doc = _results(source.folder)
+    doc = results_of(source.folder)
     parent = _parent(tracker, source, doc)
     book.search_run = parent.info.run_id
     runs = tracker.trials(book.search_run)
@@ -188,7 +93,7 @@ def _send(tracker: Tracker, settings: TrackerSettings, source: Source, book: led
 
 
 def _parent(tracker: Tracker, source: Source, doc: Optional[dict]):
-    params = mapping.search_params(source.settings, source.hosts, source.mode)
+    params = source.params
     found = tracker.search(source.cluster, source.run_id)
     if found is None:
         found = tracker.create_search(source.cluster, source.run_id,

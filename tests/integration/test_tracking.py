@@ -201,6 +201,9 @@ def test_a_tracker_killed_mid_run_stops_no_training_and_track_sends_the_rest_aft
     assert len(doc["candidates"]) == 3 and all(r["state"] == "complete" for r in doc["candidates"])
     ledger = json.loads((run_dir / "tracking.json").read_text())
     assert ledger["complete"] is False and "no answer" in ledger["pending"]
+    # what `track` needs without the inventory: the search run's params (the tracker may have been
+    # killed between making that run and giving it its params; CI once saw it)
+    assert ledger["search_params"]["epochs"] == str(doc["candidates"][0]["epochs"])
 
     mlflow_server.start()
     code, said = run_cli("track", str(run_dir), timeout=300)          # where the run went before (tracking.json)

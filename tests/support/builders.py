@@ -93,6 +93,20 @@ def run_folder(root: Path, *boards: str) -> Path:
     return root
 
 
+SEARCH_DOC = {"schema": 1, "mode": "parallel", "best": {"candidate": "t1", "val_accuracy": 0.9, "host": "h1"},
+              "candidates": [{"candidate": "t1", "val_accuracy": 0.9, "val_loss": 0.3, "train_seconds": 1.0,
+                              "images_per_second": 10.0, "params": 5, "epochs": 2, "host": "h1"}],
+              "search": {"hosts": ["h0", "h1"], "sampler": "grid", "lost": {}}}
+
+
+def collected_run(tmp_path: Path, doc: dict = SEARCH_DOC) -> Path:
+    """runs/lab/abc123 with its results.json (by default a parallel grid search of one trial on h0, h1)."""
+    folder = tmp_path / "runs" / "lab" / "abc123"
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps(doc))
+    return folder
+
+
 def telemetry_sample(t: float, gpus=((0, 50.0),), **kw) -> Sample:
     """One host's sample at `t` as the sampler takes it: GPUs (index, utilisation), training trial 2, epoch 3."""
     return Sample(time=t, cpu=1.5, cpu_limit=2.0, cpu_queued=0.25, mem=100.0, mem_limit=1000.0, net_in=10.0, net_out=20.0, swap=0.0,
