@@ -74,9 +74,9 @@ def collect_into(group: Group, plan: Plan, runs_dir: Path, state: str = "unknown
     run_dir = runfiles.make_folder(Path(runs_dir), Path(cluster.name) / plan.run)     # beneath it, real folders
     for host in cluster.hosts:
         group.reporter.stage(host.name, "collect")
-    program = None
+    program, doc = None, None
     if plan.parallel:
-        gather_parallel(group, plan, run_dir)
+        doc = gather_parallel(group, plan, run_dir)
     else:
         copied = fetch_results(group, cluster.chief, run_dir, plan)
         program = program_files(plan, copied)
@@ -86,12 +86,12 @@ def collect_into(group: Group, plan: Plan, runs_dir: Path, state: str = "unknown
             group.reporter.warn(name, f"no log: {exc.reason}")
             del logs.failed[name]
     logs.raise_if_failed()
+    for problem in assemble(run_dir, [h.name for h in cluster.hosts], doc):     # telemetry/<host>.csv; results.json
+        group.reporter.warn(None, problem)
     if state == "unknown" and runfiles.is_file(run_dir, runfiles.RESULTS):
         state = "finished"
     outcome.write(run_dir, cluster.name, plan.run, state, message)
     point_latest(group, run_dir)
-    for problem in assemble(run_dir, [h.name for h in cluster.hosts]):     # telemetry/<host>.csv, per-trial figures
-        group.reporter.warn(None, problem)
     write_report(group, run_dir, program)
     tracking.after_collect(group.reporter, plan, plan.run, run_dir)     # with `tracking:`; a tracker down is a warning
     return run_dir
@@ -232,20 +232,20 @@ def point_latest(group: Group, run_dir: Path) -> None:
     os.replace(tmp, latest)
 
 
-def gather_parallel(group: Group, plan: Plan, run_dir: Path) -> None:
-    """Every host's results into hosts/<host>/ (histories, each host's best model); the chief's
-    results.json, which names every trial of the queue and the host that trained it, as the run's;
-    the overall best model copied up from the host that trained it."""
+def gather_parallel(group: Group, plan: Plan, run_dir: Path) -> Optional[dict]:
+    """Every host's results into hosts/<host>/ (histories, each host's best model); the overall best
+    model copied up from the host that trained it; the chief's results.json, which names every trial
+    of the queue and the host that trained it: the run's, written once telemetry has added its figures."""
     fetched = group.run("collect", lambda h, c: fetch_results(group, h, run_dir, plan, f"hosts/{h.name}"))
     chief = plan.cluster.chief.name
     if not fetched.succeeded.get(chief):
-        return
+        return None
     try:
         doc = runfiles.load_results(run_dir, f"hosts/{chief}")
     except results.ResultsError as exc:
         group.reporter.warn(chief, f"no results: {exc}")
-        return
-    runfiles.write_results(run_dir, doc)
+        return None
     host = doc["best"].get("host")
     if host in {h.name for h in plan.cluster.hosts} and runfiles.is_file(run_dir, f"hosts/{host}/best_model.keras"):
         runfiles.copy(run_dir, f"hosts/{host}/best_model.keras", "best_model.keras")
+    return doc

@@ -50,3 +50,30 @@ def test_no_results_or_no_telemetry_changes_nothing_and_bad_results_are_a_warnin
     problems = assemble.assemble(tmp_path, ["h0"])
     assert len(problems) == 1 and problems[0].startswith("no telemetry figures per trial:")
     assert (tmp_path / "results.json").read_text() == '{"schema": 1, "candidates": [{"candidate": 3}]}'
+
+
+def test_a_parallel_runs_results_are_written_once_with_their_figures_and_without_them_when_those_fail(tmp_path,
+                                                                                                       monkeypatch):
+    """#48: collect wrote the chief's results.json, then telemetry read it back and wrote it again."""
+    from launcher import runfiles
+    written = []
+    real = runfiles.write_results
+    monkeypatch.setattr(runfiles, "write_results", lambda run, doc, *a: written.append(doc) or real(run, doc, *a))
+    doc = {**results_doc([("a", {"started_at": 100.0, "ended_at": 130.0, "host": "h0"})]), "mode": "parallel"}
+    spool(tmp_path, "h0", 90.0, 80, 50.0)
+    assert assemble.assemble(tmp_path, ["h0"], doc) == [] and len(written) == 1
+    on_disk = json.loads((tmp_path / "results.json").read_text())
+    assert on_disk["candidates"][0]["gpu_hours"] == approx(30 / 3600) and "gpu_hours" not in doc["candidates"][0]
+    (tmp_path / "results.json").unlink()
+    monkeypatch.setattr(assemble.figures, "per_trial", lambda *a: [{"gpu_utilization": 400.0}])   # out of range
+    problems = assemble.assemble(tmp_path, ["h0"], doc)
+    assert len(problems) == 1 and "gpu_utilization" in problems[0] and len(written) == 2
+    assert json.loads((tmp_path / "results.json").read_text()) == doc          # the results stand without figures
+
+
+def test_a_sync_runs_copied_results_are_left_as_the_chief_wrote_them_without_telemetry(tmp_path):
+    (tmp_path / "results.json").write_text(json.dumps(results_doc([("a", {})])) + "  ")
+    before = (tmp_path / "results.json").stat()
+    assert assemble.assemble(tmp_path, ["h0"]) == []
+    after = (tmp_path / "results.json").stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
