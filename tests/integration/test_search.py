@@ -19,6 +19,7 @@ from launcher.inventory.load import load_cluster
 from launcher.stages import render
 from support.cluster import CliProcess, cli, docker_here, labelled, run_results, throttle_at_start, up_wait
 from support.common import free_ports
+from support.golden import assert_golden
 from support.hparams import hparams_sessions
 from trainer.spec import results
 from trainer.spec.results import safe_name
@@ -40,6 +41,7 @@ def test_parallel_hosts_pull_every_trial_once_from_the_chiefs_queue_and_gather_o
     assert "every trial is accounted for" in out and "was lost" not in out
     doc = json.loads((latest / "results.json").read_text())
     assert doc["mode"] == "parallel" and doc["workers"] == 2 and doc["search"]["hosts"] == ["h0", "h1"]
+    assert_golden(doc, "parallel")
     assert sorted(r["candidate"] for r in doc["candidates"]) == sorted(TRIALS)  # each exactly once
     assert all(r["state"] == "complete" and r["host"] in ("h0", "h1") for r in doc["candidates"])
     logs = {h: (latest / "logs" / f"{h}.log").read_text() for h in ("h0", "h1")}
@@ -66,6 +68,7 @@ def test_a_sampled_sync_search_with_asha_prunes_at_the_first_rung_on_every_worke
     out, latest = up_wait(capsys, inv, name, tmp_path / "runs")
     doc = json.loads((latest / "results.json").read_text())
     assert doc["workers"] == 2 and doc["search"]["rungs"] == [1, 2] and len(doc["candidates"]) == 4
+    assert_golden(doc, "pruned")
     states = {r["candidate"]: r["state"] for r in doc["candidates"]}
     assert set(states.values()) <= {"complete", "pruned"}
     pruned = [r for r in doc["candidates"] if r["state"] == "pruned"]
@@ -152,6 +155,7 @@ def test_a_host_lost_for_good_mid_trial_has_its_trial_finished_on_another(cluste
         assert retry["state"] == "complete" and retry["host"] != record["host"]
         assert retry["learning_rate"] == record["learning_rate"]
     assert doc["search"]["lost"] == {h: [r["retried_as"]] for h, r in lost.items()}
+    assert_golden(doc, "retried")
     assert cli(capsys, "down", "-i", str(inv))[0] == 0
 
 

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from support.common import FIXTURES, free_ports, tf_config
+from support.golden import assert_golden
 
 pytestmark = pytest.mark.integration
 CANDIDATES = "small_cnn,user_models:tiny_cnn"
@@ -29,6 +30,7 @@ def trainer_args(image_folder, results, *extra):
 def assert_search_artefacts(results, workers: int):
     doc = json.loads((results / "results.json").read_text())
     assert doc["schema"] == 1 and doc["workers"] == workers and doc["replicas"] == workers
+    assert_golden(doc, f"grid-{workers}-workers")
     assert [c["candidate"] for c in doc["candidates"]] == CANDIDATES.split(",")
     assert doc["best"]["val_accuracy"] >= 0.6, doc  # 4 classes: chance is 0.25
     assert doc["best"]["candidate"] == max(doc["candidates"], key=lambda c: c["val_accuracy"])["candidate"]
