@@ -27,6 +27,7 @@ from typing import Optional
 
 from launcher.files import state_root, write_atomic
 from launcher.host_facts import HostFacts
+from trainer.spec.keys import host_key, run_key
 
 RUN_FILE = ".tfcompose-run"
 FINISHED = "finished"
@@ -101,6 +102,5 @@ def launcher_secret() -> bytes:
 
 def queue_keys(cluster, run: str) -> dict[str, str]:
     """Each host's key file text for the run: the run's key on the chief, its own elsewhere."""
-    from trainer.spec.keys import host_key, run_key
     key = run_key(launcher_secret(), cluster.name, run)
     return {h.name: (key if h.chief else host_key(key, h.name)).hex() + "\n" for h in cluster.hosts}

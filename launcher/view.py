@@ -10,8 +10,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from launcher import runfiles
 from launcher.progress_lines import describe, epoch_lines, search_summary
 from launcher.text import clock, printable
+from trainer.spec import results
 
 UNWRAPPED = 100_000     # columns off a terminal: nothing is cut or wrapped, whatever COLUMNS says
 THIS_MACHINE = "this machine"   # the row of work done here (no host is called so: a name has no space)
@@ -217,9 +219,7 @@ def leases_table(states) -> Table:
 
 
 def leaderboard(run_dir: Path) -> Table | None:
-    from launcher import runfiles
     from launcher.report import values
-    from trainer.spec import results
     if not runfiles.is_file(run_dir, runfiles.RESULTS):
         return None
     try:
@@ -247,8 +247,6 @@ def leaderboard(run_dir: Path) -> Table | None:
 
 def lost_trials(run_dir: Path) -> list[str]:
     """After a parallel search: each host the chief stopped hearing from, and where its trial went."""
-    from launcher import runfiles
-    from trainer.spec import results
     try:
         doc = runfiles.load_results(run_dir)
     except results.ResultsError:

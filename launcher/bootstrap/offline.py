@@ -29,7 +29,7 @@ from typing import Callable, Iterator, Optional
 
 from launcher.bootstrap import commands
 from launcher.bootstrap.host_plan import NEXT, NEXT_RELEASE
-from launcher.bootstrap.repositories import BY_NAME
+from launcher.bootstrap.repositories import BY_NAME, deb822
 from launcher.errors import TfcError
 from launcher.files import CHUNK, cache_root, write_atomic
 from launcher.text import one_line
@@ -196,7 +196,6 @@ def _prepare(work: Path, request: Request, keys: dict[str, str]) -> None:
     next_release = NEXT.get(request.release)
     (work / "preferences").write_text(f"Package: *\nPin: release n={next_release}\nPin-Priority: 1\n" if next_release else "")
     (work / "sources" / "archive.sources").write_text(archive_sources(request))
-    from launcher.bootstrap.repositories import deb822
     for name, text in keys.items():
         (work / "keys" / f"{name}.asc").write_text(text)
         (work / "sources" / f"{name}.sources").write_text(
@@ -206,6 +205,7 @@ def _prepare(work: Path, request: Request, keys: dict[str, str]) -> None:
 def _run_container(request: Request, cache: Path, work: Path) -> str:
     """apt in a throwaway container of the host's release on this machine's engine; its stdout."""
     import os
+
     import docker
     image = request.image or DEFAULT_IMAGES[request.release]
     client = docker.from_env()

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from launcher.files import write_atomic
+
 KEY_LIMIT = 256 << 10     # an armoured public key is a few KB; a larger answer is not one
 
 
@@ -129,7 +131,6 @@ def checked_key(repo: Repository, armoured: str) -> str:
 def key_for(repo: Repository, os_id: str, cache: Path,
             fetch: Optional[Callable[[str], bytes]] = None) -> str:
     """The repository's checked key: from the cache, else fetched over HTTPS (and cached)."""
-    from launcher.files import write_atomic
     path = cache / f"{repo.name}-{os_id}.asc"
     try:
         return checked_key(repo, path.read_text())

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from launcher.errors import summary
-from launcher.image import layers, relay
+from launcher.image import code_layer, layers, relay
 from launcher.image.local import Shipment, build_local, load_here, local_image_id, no_progress
 from launcher.image.on_host import HostImage, ImageOutcome, build_remote, context_tarball, pull, survey, verify
 from launcher.image.ship import layers_needed, ship
@@ -123,7 +123,6 @@ def relayed_outcomes(chain: list[Host], result, checked, needs: dict[str, list[i
 def code_shipment(plan: Plan, progress=no_progress) -> Shipment:
     """Your code as a layer on the trainer image (or on its requirements image), made here at once;
     also loaded into this machine's engine (a few KB), so the code image can be pushed or run here."""
-    from launcher.image import code_layer
     spec = plan.cluster.spec
     parent_tag = code_layer.requirements_image(plan) if spec.run.requirements else spec.image
     parent = Shipment(parent_tag, local_image_id(parent_tag), progress=progress).parts()

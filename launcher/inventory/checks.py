@@ -7,8 +7,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from launcher.inventory.model import Cluster, Host
 from launcher.inventory.fields import RemotePath, system_path
+from launcher.inventory.model import Cluster, Host
+from trainer.spec import space
 from trainer.spec.validation import Problem
 
 
@@ -64,7 +65,6 @@ def _bootstrap_checks(cluster: Cluster) -> list[Problem]:
 
 def _search_checks(cluster: Cluster) -> list[Problem]:
     """The search space and budget (trainer/spec/space.py: the trainer checks the same again)."""
-    from trainer.spec import space
     train = cluster.spec.train
     if train is None:
         return []
@@ -131,7 +131,6 @@ def _remote_path_ok(value: str) -> bool:
 
 
 def _parallel_checks(cluster: Cluster) -> list[Problem]:
-    from trainer.spec import space
     train = cluster.spec.train
     if train is None or train.search.mode != "parallel" or space.problems(train):
         return []           # what is wrong with the space itself is _search_checks' to say

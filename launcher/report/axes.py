@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from launcher.text import label
+
 TRAINED = ("complete", "pruned")   # trials with figures of a model really trained (the others: lost, failed)
 
 
@@ -49,7 +51,6 @@ def epoch_axis(ax, last_epoch: int) -> None:
 def plain(text: str, limit: int = 120) -> str:
     """Text from a results file as matplotlib must show it: each of its lines printable and bounded
     (text.label), literally (a `$` would start mathtext, and a stray one would stop the drawing)."""
-    from launcher.text import label
     return "\n".join(label(line, limit) for line in str(text).split("\n"))
 
 

@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Optional
 
 from launcher import runfiles
-from launcher.report import outcome
+from launcher.report import axes, outcome
 from launcher.report.epochs import history
 from launcher.report.values import state_text
 from launcher.text import one_line
-
 from trainer.spec import results
 from trainer.spec.errors import BadInput
 
@@ -130,7 +129,6 @@ def compare_picture(folders: list[Path], out: Path) -> Path:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from launcher.report import axes
     fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
     every, last = [], 1
     for folder, label in zip(folders, run_labels(folders)):

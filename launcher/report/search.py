@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from launcher.report import axes, values
 from launcher.text import label, one_line
 
 STATE_STYLE = {"complete": ("-", 1.6, 1.0), "pruned": ("-", 1.0, 0.55), "retried": (":", 1.0, 0.5),
@@ -22,7 +23,6 @@ def plot_search(doc: dict, out: Path, save) -> Path:
     from the data (the contenders at 0.95–1.0 are told apart); a trial below it is marked ▼ on
     its bottom edge and counted, never silently dropped."""
     import matplotlib.pyplot as plt
-    from launcher.report import axes
     fig, ax = plt.subplots(figsize=(10, 5.8), layout="constrained")
     best = doc["best"]["candidate"]
     curves = [(r, axes.finite(r.get("curve") or [])) for r in doc["candidates"]]
@@ -72,7 +72,6 @@ def _draw_curves(ax, curves: list, colours: dict, best: str, bottom: float) -> l
 def _legend(curves: list, colours: dict, best: str, counts: dict, rungs: bool) -> list:
     """The legend's entries: each architecture's colour, the best, how each state is drawn, the rungs."""
     from matplotlib.lines import Line2D
-    from launcher.report import axes
     handles = [Line2D([], [], color=colour, linewidth=2, label=axes.plain(a)) for a, colour in colours.items()]
     handles += [Line2D([], [], color="black", linewidth=3, label=axes.plain(f"best: {best}")),
                 Line2D([], [], color="black", linewidth=1.6, label="trained to the end"),
@@ -97,7 +96,6 @@ def plot_parameters(doc: dict, out: Path, save) -> Path | None:
     architecture, hollow when pruned; trained trials only (a lost or failed one has no model's
     figure); the accuracy axis from the data, as in search.png; the legend beside the panels."""
     import matplotlib.pyplot as plt
-    from launcher.report import axes, values
     records = [r for r in doc["candidates"] if isinstance(r.get("hyperparameters"), dict) and axes.trained(r)
                and axes.finite([r["val_accuracy"]])]
     names = sorted(values.varying(records), key=lambda k: (k not in _SHARED, k))
@@ -130,7 +128,6 @@ _SHARED = ("learning_rate", "batch_per_replica")
 
 
 def _panel(ax, name: str, records: list[dict], colours: dict, bottom: float) -> None:
-    from launcher.report import axes
     xs = [r["hyperparameters"][name] for r in records]
     numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
     labels = xs if numeric else [axes.plain(x) for x in xs]

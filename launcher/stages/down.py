@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Optional
 
 from launcher import docker_commands as dc
-from launcher.image import relay
+from launcher.containers import containers, newest, run_label
 from launcher.errors import RemoteError
-from launcher.ssh.fanout import GroupResult
-from launcher.ssh.group import Group
+from launcher.image import relay
 from launcher.inventory.model import Cluster, Host
 from launcher.leases.on_host import release_host
+from launcher.ssh.fanout import GroupResult
+from launcher.ssh.group import Group
 from launcher.stages.push import HASH_FILE, MARKER_FILE
 
 
@@ -40,7 +41,6 @@ def purge(host: Host, conn) -> None:
 def mark_if_finished(host: Host, conn, cluster: str) -> None:
     """The chief's container of its run exited 0: the run is marked finished before the container
     (and what Docker knew of it) goes, so the next `up` starts a new run instead of resuming it."""
-    from launcher.containers import containers, newest, run_label
     found = containers(conn, cluster, host.name)
     if found:
         top = newest(found)

@@ -12,12 +12,15 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from launcher import docker_commands as dc
+from launcher.dataset import sync
 from launcher.errors import PreflightError, RemoteError
-from launcher.host_facts import HostFacts, parse as parse_facts
+from launcher.host_facts import HostFacts
+from launcher.host_facts import parse as parse_facts
+from launcher.image.on_host import remote_image_id
 from launcher.inventory.model import Cluster, Host
 from launcher.plan import Plan, complete, expect_gpus, make
-from launcher.stages import cluster_rules, links
 from launcher.ssh.group import Group
+from launcher.stages import cluster_rules, links
 from launcher.text import one_line
 
 MIN_FREE_GB = 2
@@ -82,7 +85,6 @@ def run(cluster: Cluster, reporter=None, parallel: Optional[int] = None) -> Read
 
 def links_if_possible(group: Group, plan: Plan, facts: dict[str, HostFacts]) -> Optional[links.Matrix]:
     """The host-to-host matrix (links.py) when every host already has the image, else None."""
-    from launcher.image.on_host import remote_image_id
     if not links.needed(plan, facts):
         return None
     have = group.run("links", lambda h, c: remote_image_id(c, plan.container_image))
@@ -94,7 +96,6 @@ def links_if_possible(group: Group, plan: Plan, facts: dict[str, HostFacts]) -> 
 def datasets_if_needed(group: Group, plan: Plan) -> Optional[dict]:
     """Hand-copied datasets must agree now (DatasetMismatch names host and files); with
     dataset_source, `up` makes them agree, so there is nothing to refuse yet (None)."""
-    from launcher.dataset import sync
     if plan.cluster.dataset_source or not sync.needed(plan.cluster):
         return None
     return sync.provide(group, plan, None)

@@ -10,12 +10,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 from launcher import docker_commands as dc
-from launcher.containers import timeout_kw, containers, newest, run_label
+from launcher.containers import containers, newest, run_label, timeout_kw
 from launcher.errors import BadAnswer, summary
 from launcher.inventory.model import Cluster, Host
 from launcher.leases import status as leases
+from launcher.plan import make
 from launcher.ssh.group import Group
+from launcher.telemetry import live, once
 from launcher.text import printable
+from trainer.spec.runner_lines import failure_of
 
 PROGRESS_MARKERS = (" epoch ", " done: ", "best: ", "cluster ready", "tfcompose trainer:", "joining a cluster",
                     "importing TensorFlow", "first training step done")
@@ -63,7 +66,6 @@ def host_status(host: Host, conn, cluster: str, with_line: bool = True, timeout:
 
 def program_error(lines: list[str]) -> str:
     """The program's own error line from the runner's last word on it in a log, or ""."""
-    from trainer.spec.runner_lines import failure_of
     return next((found for line in reversed(lines) if (found := failure_of(line))), "")[:300]
 
 
@@ -101,8 +103,6 @@ def status(cluster: Cluster, reporter=None, parallel: Optional[int] = None) -> l
 
 def add_hardware(group: Group, states: list[HostStatus]) -> None:
     """Each reachable host's hardware now (telemetry/once.py), unless the inventory turns telemetry off."""
-    from launcher.plan import make
-    from launcher.telemetry import live, once
     if not group.cluster.spec.telemetry.enabled:
         return
     answered = [h for h in group.cluster.hosts if h.name in {st.host for st in states if st.state != "unreachable"}]

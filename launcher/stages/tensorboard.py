@@ -36,6 +36,7 @@ from typing import Callable, Optional
 from launcher import docker_commands as dc
 from launcher.errors import BadInput, RemoteError, TfcError, summary
 from launcher.inventory.model import Cluster, Host
+from launcher.plan import make
 from launcher.stages.tensorboard_source import collected_logdir, image_of, logdir, pick_host
 from launcher.text import one_line, printable
 
@@ -122,7 +123,6 @@ class KeeperOutput:
 def serve_live(cluster: Cluster, host_name: Optional[str], port: int, on_ready: OnReady) -> Served:
     """Serve the host's TensorBoard folder on 127.0.0.1:`port` until Ctrl-C (returns) or until
     TensorBoard ends by itself (returns failed); nothing is left running on the host either way."""
-    from launcher.plan import make
     from launcher.ssh.group import connect
     host = pick_host(cluster, host_name, lambda: make(cluster).parallel)
     listener = listen(port)
@@ -134,8 +134,8 @@ def serve_live(cluster: Cluster, host_name: Optional[str], port: int, on_ready: 
 
 
 def _serve(cluster: Cluster, host: Host, conn, listener: socket.socket, on_ready: OnReady) -> Served:
-    from launcher.ssh.tunnel import Forward, Held
     from launcher.containers import current_run, newest_container, run_label
+    from launcher.ssh.tunnel import Forward, Held
     newest = newest_container(conn, cluster.name, host.name)
     image = image_of(newest, host.name)
     run = current_run(conn, host) or run_label(newest)

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Callable, Optional
 
+from launcher import runfiles
 from launcher.errors import BadAnswer, BadInput
 from launcher.inventory.model import Cluster, Host
 
@@ -45,7 +46,6 @@ def collected_logdir(run_dir: Path, host: Optional[str]) -> Path:
     """A collected run's TensorBoard folder: tensorboard/ (sync), hosts/ (parallel: every host's,
     each a run of its own in TensorBoard) or hosts/<host>/tensorboard/ with --host. Real folders
     only (launcher/runfiles.py): a link there is not served."""
-    from launcher import runfiles
 
     def real(rel: str) -> bool:
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from launcher.telemetry.samples import Sample
+from launcher.telemetry.samples import Sample, finite
 
 GIB = 1024.0
 
@@ -74,7 +74,6 @@ TRIAL_COLUMNS = [("GPU h", "gpu_hours", "{:.3g}"), ("GPU %", "gpu_utilization", 
 
 def trial_columns(records: list[dict]) -> tuple[list[str], list[list[str]]]:
     """The columns some trial has a figure for, and each record's cells ("" where it has none)."""
-    from launcher.telemetry.samples import finite
     kept = [(name, key, fmt) for name, key, fmt in TRIAL_COLUMNS if any(finite(r.get(key)) for r in records)]
     cells = [[fmt.format(r[key]) if finite(r.get(key)) else "" for _, key, fmt in kept] for r in records]
     return [name for name, _, _ in kept], cells

@@ -21,6 +21,7 @@ from typing import Iterator, Optional
 
 from launcher.tracking import mapping
 from launcher.tracking.client import Tracker, TrackerError
+from launcher.tracking.secrets import shown
 
 ROW = "MLflow"            # the live view's row (no host can be named so: host names are lowercase)
 RETRY_S = 15.0            # a tracker that did not answer is tried again after this
@@ -151,7 +152,6 @@ class Outbox:
         return self.runs[trial]
 
     def _where(self) -> str:
-        from launcher.tracking.secrets import shown
         return shown(self.settings.uri)
 
 

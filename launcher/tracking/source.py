@@ -11,7 +11,9 @@ from typing import Optional
 from launcher import runfiles
 from launcher.errors import BadInput
 from launcher.inventory.model import TrackerSettings
-from launcher.tracking import ledger as ledger_mod, mapping
+from launcher.inventory.tracking import EXPERIMENT_ENV, URI_ENV
+from launcher.tracking import ledger as ledger_mod
+from launcher.tracking import mapping
 from trainer.spec import results
 
 
@@ -106,7 +108,6 @@ def results_of(folder: Path) -> Optional[dict]:
 def settings_for(run_dir: Path, cluster=None, environ: Optional[dict] = None) -> TrackerSettings:
     """The tracker for `tfcompose track`: the inventory's, else MLFLOW_TRACKING_URI, else the
     one the run was tracked in before (tracking.json, when its URI held no secret)."""
-    from launcher.inventory.tracking import EXPERIMENT_ENV, URI_ENV
     environ = os.environ if environ is None else environ
     if cluster is not None:
         if cluster.tracking is None:

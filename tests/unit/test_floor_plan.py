@@ -110,3 +110,111 @@ def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import(tmp_path
     module.write_text("def f():\n    from launcher import view\n    import launcher.plan\n")
     assert imports_of("launcher.x", module, {"launcher", "launcher.view", "launcher.plan"}) == {
         "launcher", "launcher.view", "launcher.plan"}
+
+
+# Libraries that make an import slow (the CLI's start, a trainer's): an import inside a function is
+# honest when what it imports brings one of them that the module itself does not.
+HEAVY = {"tensorflow", "tf_keras", "keras", "numpy", "matplotlib", "optuna", "mlflow", "paramiko", "docker", "rich",
+         "pydantic", "yaml", "jinja2", "jsonschema", "cryptography", "typer", "pyte", "PIL", "sklearn", "psutil"}
+# The CLI's commands and the trainer's entry point import by command, for the start's speed (bench/cli_start.py).
+ENTRY_POINTS = ("launcher.cli", "trainer.main")
+
+
+def top_level_imports(name: str, path: Path, known: set[str]) -> tuple[set[str], set[str]]:
+    """(the package's modules, the outside libraries) this module imports when it is imported: at
+    its top, in its classes and in its if/try blocks, not in its functions or under TYPE_CHECKING."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    inside, outside = set(), set()
+
+    def visit(nodes) -> None:
+        for node in nodes:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+                visit(node.body + node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body + node.orelse + node.finalbody + [n for h in node.handlers for n in h.body])
+            elif isinstance(node, ast.ClassDef):
+                visit(node.body)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target in import_targets(node, package):
+                    parts = target.split(".")
+                    inside.update({".".join(parts[:i]) for i in range(1, len(parts) + 1)} & known)
+                    if parts[0] not in PACKAGES:
+                        outside.add(parts[0])
+    visit(ast.parse(path.read_text()).body)
+    return inside - {name}, outside
+
+
+def import_targets(node, package: str) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+    return [base] + [f"{base}.{alias.name}" for alias in node.names]
+
+
+def loaded_with(found: dict[str, Path]) -> dict[str, set[str]]:
+    """Each module → the modules importing it loads (itself, its packages, what they import at the top)."""
+    tops = {name: top_level_imports(name, path, set(found))[0] for name, path in found.items()}
+    loaded: dict[str, set[str]] = {}
+    for name in found:
+        todo, seen = [name], set()
+        while todo:
+            module = todo.pop()
+            if module in seen:
+                continue
+            seen.add(module)
+            parents = {".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)} & set(found)
+            todo += list(tops[module] | parents)
+        loaded[name] = seen
+    return loaded
+
+
+def heavy_closure(found: dict[str, Path]) -> dict[str, set[str]]:
+    """Each module → the HEAVY libraries importing it loads."""
+    outside = {name: top_level_imports(name, path, set(found))[1] & HEAVY for name, path in found.items()}
+    return {name: set().union(*(outside[m] for m in modules_)) for name, modules_ in loaded_with(found).items()}
+
+
+def quick_commands_load() -> list[set[str]]:
+    """The package's modules `tfcompose --help` loads, and those `validate` does (bench/cli_start.py
+    times the two)."""
+    import json
+    import subprocess
+    import sys
+    script = ("import contextlib, io, json, sys\nfrom launcher.cli import main\nfor argv in sys.argv[1:]:\n"
+              "    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+              "        with contextlib.suppress(SystemExit):\n            main(json.loads(argv))\n"
+              "    print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('launcher', 'trainer'))))")
+    commands = [["--help"], ["validate", "-i", str(REPO / "inventory.example.yaml")]]
+    done = subprocess.run([sys.executable, "-c", script, *map(json.dumps, commands)], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, check=True)
+    return [set(json.loads(line)) for line in done.stdout.splitlines()[-len(commands):]]
+
+
+def test_an_import_inside_a_function_keeps_a_heavy_library_off_its_modules_load():
+    """#48: an import written inside a function says "this is slow, load it when needed". It is
+    honest when it brings a heavy library the module has not loaded, or, in a module `--help` or
+    `validate` loads, keeps modules off the CLI's start; otherwise it protects nothing and belongs
+    at the top."""
+    assert idle_imports() == []
+
+
+def idle_imports() -> list[str]:
+    """Each import inside a function that protects nothing, as `file:line: the import`."""
+    found = modules()
+    heavy, loaded = heavy_closure(found), loaded_with(found)
+    quick = quick_commands_load()
+    idle = []
+    for name, path in found.items():
+        if name.startswith(ENTRY_POINTS):
+            continue
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in (n for f in ast.walk(ast.parse(path.read_text())) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))):
+            targets = [t for t in import_targets(node, package) if t in found]
+            brings = set().union(*(heavy[t] for t in targets)) if targets else set()
+            kept_off_the_start = any(name in start and loaded[t] - start for start in quick for t in targets)
+            if targets and not brings - heavy[name] and not kept_off_the_start:
+                idle.append(f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}")
+    return sorted(set(idle))

@@ -21,14 +21,18 @@ from typing import Callable, Protocol, Union
 
 import tensorflow as tf
 
+from trainer.cluster.collectives import chief_says, share_json
+from trainer.search.coordinator import expected_epochs
+from trainer.search.queue_client import Beating
+from trainer.search.study import Study
+from trainer.search.wire import Done, Offer, Wait
 from trainer.spec import history, results, results_check, space
-from trainer.train.backup import SearchState
 from trainer.spec.config import TrainConfig
 from trainer.spec.errors import ClusterError, one_line
 from trainer.spec.progress import Tracker
-from trainer.train.trial import TrialFailed, backup_root, load_state, save_best, train_trial
 from trainer.spec.trials import Trial, expand
-from trainer.search.wire import Done, Offer, Wait
+from trainer.train.backup import SearchState
+from trainer.train.trial import TrialFailed, backup_root, load_state, save_best, train_trial
 
 Next = Union[Offer, Wait, Done]
 IDENTITY = ("candidate", "architecture", "learning_rate", "batch_per_replica", "history")
@@ -188,8 +192,6 @@ class StudySource:
     alone = False
 
     def __init__(self, cfg: TrainConfig, task: str, strategy, chief: bool, log):
-        from trainer.search.study import Study
-        from trainer.cluster.collectives import chief_says, share_json
         self.cfg, self.strategy, self.chief, self.share, self.says = cfg, strategy, chief, share_json, chief_says
         self.study = Study(cfg, backup_root(cfg, task), log) if chief else None
         self.state = load_state(cfg, task, strategy, None)
@@ -209,7 +211,6 @@ class StudySource:
         return "every combination of its space was tried" if self.study.exhausted else ""
 
     def _count(self) -> None:
-        from trainer.search.coordinator import expected_epochs
         counts = self.study.counts()
         self.tracker.search = {**counts, "expected_epochs": expected_epochs(self.cfg, counts)}
 
@@ -266,7 +267,6 @@ class QueueSource:
 
     @contextlib.contextmanager
     def training(self, trial: Trial):
-        from trainer.search.queue_client import Beating
         with Beating(self.channel, trial.number, every_s=max(1.0, self.cfg.search.lost_after_s / 4)) as beating:
             self.beating = beating
             try:
