@@ -257,8 +257,13 @@ def _bundle(key: str, request: Request, output: str, cache: Path) -> Bundle:
         path = user.get((name, version, arch)) or archives / f"{name}_{version.replace(':', '%3a')}_{arch}.deb"
         if not path.is_file() or not DEB_NAME.match(path.name):
             raise ResolveError(f"offline: apt chose {name} {version} ({arch}), but {path} is not there")
-        debs.append(Deb(path.name, path, _sha256(path), path.stat().st_size))
+        debs.append(deb_of(path))
     return Bundle(key, tuple(name for name, _ in request.packages), tuple(debs))
+
+
+def deb_of(path: Path) -> Deb:
+    """A .deb file as a bundle lists it: its name, path, SHA-256 and size."""
+    return Deb(path.name, path, _sha256(path), path.stat().st_size)
 
 
 def _sha256(path: Path) -> str:

@@ -288,5 +288,5 @@ def _user_debs(cluster: Cluster) -> list[offline_mod.Deb]:
     for folder in bootstrap_debs(cluster):
         for path in sorted(folder.glob("*.deb")):
             if offline_mod.DEB_NAME.match(path.name):
-                found.setdefault(path.name, offline_mod.Deb(path.name, path, offline_mod._sha256(path), path.stat().st_size))
+                found.setdefault(path.name, offline_mod.deb_of(path))
     return list(found.values())

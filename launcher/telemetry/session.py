@@ -10,8 +10,8 @@ what it says of each host (its container's state, its progress) tells the rules 
 trains, and stamps each sample with the host's trial and epoch.
 
 Bounded whatever a host does: its output is parsed under parse.py's bounds (a flood ends its
-sampler for good, with a warning); the queue holds at most QUEUE_MAX samples (more are dropped
-and counted); a sampler that stops talking for SILENT_S is ended and started again, at most
+sampler for good, with a warning); the queue holds at most QUEUE_MAX samples (more are dropped,
+counted, and said once per host); a sampler that stops talking for SILENT_S is ended and started again, at most
 RESTARTS times (sampler.py); ending takes at most STOP_S; and a host's trouble never reaches the
 wait loop. The wait loop's reporter meanwhile is observer.py's.
 """
@@ -57,7 +57,8 @@ class Session:
         self.sync = not plan.parallel
         self.run_program = plan.cluster.spec.run is not None
         self.queue: queue.Queue = queue.Queue(maxsize=QUEUE_MAX)
-        self.dropped = 0
+        self.dropped: dict[str, int] = {}         # samples the full queue turned away, per host
+        self._drops_lock = threading.Lock()
         self.samplers: dict[str, Sampler] = {}
         self.windows: dict[str, deque] = {h.name: deque() for h in plan.cluster.hosts}
         self.latest: dict[str, tuple[float, Sample]] = {}
@@ -136,16 +137,18 @@ class Session:
                                nic=self.plan.nic(host) or "", peer=peer_of(self.plan, host), period_s=self.period_s,
                                tag=sampler.tag)
 
-        def heard(chunk: bytes) -> None:        # on the Held's thread; a Flood ends it
-            sampler.last_heard = self.clock()
-            for sample in sampler.stream.feed(chunk):
-                try:
-                    self.queue.put_nowait((sampler.host, sample))
-                except queue.Full:
-                    self.dropped += 1
-
         sampler.last_heard, sampler.restart_at = self.clock(), None
-        sampler.held = Held(self.group.conn(host), argv, HEARTBEAT_S, heard).start()
+        sampler.held = Held(self.group.conn(host), argv, HEARTBEAT_S, lambda chunk: self._heard(sampler, chunk)).start()
+
+    def _heard(self, sampler: Sampler, chunk: bytes) -> None:
+        """A sampler's output, on its Held's thread (a Flood ends it): its samples queued for the judge."""
+        sampler.last_heard = self.clock()
+        for sample in sampler.stream.feed(chunk):
+            try:
+                self.queue.put_nowait((sampler.host, sample))
+            except queue.Full:
+                with self._drops_lock:
+                    self.dropped[sampler.host] = self.dropped.get(sampler.host, 0) + 1
 
     # --- the judge -----------------------------------------------------------------------------
     def _judge_loop(self) -> None:
@@ -167,6 +170,11 @@ class Session:
                 self._say_once(None, f"telemetry: {summary(exc)}")
 
     def _take(self) -> None:
+        with self._drops_lock:
+            behind = sorted(self.dropped)
+        for host in behind:
+            self._say_once(host, "telemetry: samples dropped: this machine fell behind taking them (the host's CSV "
+                                 "has a gap)")
         while True:
             try:
                 host, sample = self.queue.get_nowait()

@@ -66,9 +66,12 @@ def guarded(path: Path, step):
 
 def copy_out(source_path: Path, path: Path, lock: threading.RLock) -> None:
     """A consistent copy of the study at `path` (written beside it, then renamed), taken under `lock`."""
+    import contextlib
     import os
     import sqlite3
     tmp = path.with_name(path.name + ".tmp")
-    with lock, sqlite3.connect(source_path) as source, sqlite3.connect(tmp) as copy:
+    # closing(): a connection's own `with` ends a transaction, not the connection (one per copy was left open)
+    with lock, contextlib.closing(sqlite3.connect(source_path)) as source, \
+            contextlib.closing(sqlite3.connect(tmp)) as copy:
         source.backup(copy)
     os.replace(tmp, path)

@@ -98,7 +98,7 @@ DOC_KEYS = {
     "skipped_images": (False, lambda v: isinstance(v, dict) and _whole(v.get("count", 0), 1e12)
                        and _list_of(_text(4096), 1000)(v.get("files", [])), "a count and a list of files"),
     "elastic": (False, lambda v: _elastic_fits(v), "the batch policy, the replicas at the start and the re-forms "
-                "(trainer/spec/config.py ElasticRun)"),
+                "(trainer/spec/elastic_run.py ElasticRun)"),
 }
 BEST_KEYS = {
     "candidate": (True, lambda v: isinstance(v, str) and 0 < len(v) <= 1000, "the best trial's name"),

@@ -69,20 +69,17 @@ def test_samples_are_stamped_spooled_shown_and_judged_once(tmp_path):
     assert len(s.windows["h0"]) <= s.keep_s + 1                      # only what the rules need is held
 
 
-def test_a_full_queue_drops_and_counts_rather_than_grow(tmp_path):
-    s, _, _ = made(tmp_path)
+def test_a_full_queue_drops_and_counts_rather_than_grow_and_says_so_once(tmp_path):
+    s, rep, _ = made(tmp_path)
     for i in range(session_mod.QUEUE_MAX):
         feed(s, "h0", float(i))
-    s._launch = lambda sampler: None
-    heard = []
     sampler = sampler_mod.Sampler("h0", s._stream(s.plan.cluster.hosts[0]))
-    # What the Held thread does with a chunk: parse, queue; the queue is full.
-    for sample in sampler.stream.feed(b"S 1.0 - - - - - - - - - -\n"):
-        try:
-            s.queue.put_nowait(("h0", sample))
-        except Exception:
-            heard.append(sample)
-    assert s.queue.qsize() == session_mod.QUEUE_MAX and len(heard) == 1
+    s._heard(sampler, b"S 1.0 - - - - - - - - - -\nS 2.0 - - - - - - - - - -\n")   # as the Held's thread does
+    assert s.queue.qsize() == session_mod.QUEUE_MAX and s.dropped == {"h0": 2}
+    s._take()
+    s._take()
+    assert rep.warnings == [("h0", "telemetry: samples dropped: this machine fell behind taking them (the host's "
+                                   "CSV has a gap)")]
 
 
 class FakeHeld:

@@ -30,3 +30,36 @@ def test_a_study_is_resumed_for_the_same_search_only(tmp_path):
     other = study_file.resume_or_start(tmp_path / "study.db", cfg(learning_rates=[0.5, 0.2]), 0, said.append)
     assert other.trials == [] and "the search changed" in said[0]
     assert study_file.fingerprint(cfg(learning_rates=[0.5, 0.2], port=1)) == study_file.fingerprint(cfg(learning_rates=[0.5, 0.2]))
+
+
+def test_a_copy_of_the_study_is_whole_and_leaves_no_connection_open(tmp_path, monkeypatch):
+    import sqlite3
+    import threading
+    source = tmp_path / "study.db"
+    with sqlite3.connect(source) as made:
+        made.execute("create table t (x)")
+        made.execute("insert into t values (42)")
+    made.close()
+    opened = []
+    real = sqlite3.connect
+
+    class Recorded:
+        def __init__(self, *args):
+            self.conn, self.closed = real(*args), False
+            opened.append(self)
+
+        def __getattr__(self, name):
+            return getattr(self.conn, name)
+
+        def backup(self, target, **kw):
+            return self.conn.backup(target.conn, **kw)
+
+        def close(self):
+            self.closed = True
+            self.conn.close()
+    monkeypatch.setattr(sqlite3, "connect", Recorded)
+    study_file.copy_out(source, tmp_path / "copy.db", threading.RLock())
+    assert len(opened) == 2 and all(c.closed for c in opened)
+    monkeypatch.undo()
+    with sqlite3.connect(tmp_path / "copy.db") as copy:
+        assert copy.execute("select x from t").fetchall() == [(42,)]
