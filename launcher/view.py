@@ -12,6 +12,7 @@ from rich.text import Text
 
 from launcher import runfiles
 from launcher.progress_lines import describe, epoch_lines, search_summary
+from launcher.report import values
 from launcher.text import clock, printable
 from trainer.spec import results
 
@@ -219,7 +220,6 @@ def leases_table(states) -> Table:
 
 
 def leaderboard(run_dir: Path) -> Table | None:
-    from launcher.report import values
     if not runfiles.is_file(run_dir, runfiles.RESULTS):
         return None
     try:
