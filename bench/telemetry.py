@@ -29,6 +29,7 @@ recorded with each part, and only ratios within one run are compared.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import statistics
@@ -408,6 +409,25 @@ def overhead_of(blocks: list[dict]) -> float:
     return 1 - statistics.median(on) / statistics.median(off)
 
 
+def noise(blocks: list[dict], seconds: float, spread_goal: float = 0.01, repeats: int = 3) -> str:
+    """What the machine's noise lets this design tell: each ON-OFF-OFF-ON group's own overhead, their
+    mean and its standard error, and how many groups a repetition would need for `repeats`
+    repetitions to agree within `spread_goal` (the expected range of 3 normal draws is 1.69 σ)."""
+    groups = [blocks[i:i + len(ORDER)] for i in range(0, len(blocks) - len(ORDER) + 1, len(ORDER))]
+    each = [overhead_of(g) for g in groups]
+    if len(each) < 3:
+        return ""
+    sd = statistics.stdev(each)
+    se = sd / math.sqrt(len(each))
+    needed = math.ceil((1.69 * sd / spread_goal) ** 2)
+    hours = repeats * needed * seconds / len(groups) / 3600
+    return (f" The noise is the machine's, group by group: the {len(each)} groups' own overheads have a standard "
+            f"deviation of {pct(sd)}; their mean, **{pct(statistics.mean(each))} ± {pct(se)}** (standard error), "
+            f"puts the overhead within ±{pct(1.96 * se + abs(statistics.mean(each)))} of nothing (95 %). "
+            f"{repeats} repetitions agreeing within {pct(spread_goal)} would need about {needed} groups each, "
+            f"{hours:.1f} h of blocks at this pace, not the {seconds / 60:.0f} min run here.")
+
+
 def _training_text(r: dict) -> str:
     o = r["overhead"]
     on = [x for b in o["blocks"] if b["on"] for x in b["images_per_s"]]
@@ -432,7 +452,7 @@ of the CPU the training container used meanwhile (the stand-in nvidia-smi used {
 of one core beside it). Training images/s per epoch, median (spread): {m_on:.0f} ({s_on:.0f}) sampled,
 {m_off:.0f} ({s_off:.0f}) not. The overhead, 1 − sampled / not (negative: faster when sampled), over the {len(reps)} repetitions (the
 blocks cut into {len(reps)} consecutive runs of whole groups): median **{pct(m_rep)}**, spread {pct(s_rep)}
-({', '.join(pct(x) for x in reps)}); over all epochs {pct(overhead_of(o['blocks']))}: {verdict}.
+({', '.join(pct(x) for x in reps)}); over all epochs {pct(overhead_of(o['blocks']))}: {verdict}.{noise(o['blocks'], OVERHEAD_S) if s_rep >= 0.01 else ""}
 
 **From a GPU going idle to the warning** (load {r['load'].get('training_end', float('nan')):.1f} at the end):
 {len(lat)} times, in the same run, the stand-in's utilisation written from 90 % to 2 % while the host
