@@ -50,6 +50,7 @@ START_SLACK_S = 2.5       # a span's first sample may come this long after the s
 ENOUGH = 0.8              # a figure must be reported by this share of a span's samples
 CLEAR_S = 30.0            # a warning not found again for this long is over
 LOOK_S = 1.0              # the live view judges this often (session.py), and the report's replay as often
+SESSION_GAP_S = 2 * LOOK_S  # no host sampled for this long: a session ended (the replay judges its last moment)
 
 
 @dataclass(frozen=True)
@@ -216,9 +217,11 @@ def replay(series: dict[str, Iterable[Sample]], sync: bool, step_s: float = LOOK
     episodes, judged, when, previous = Episodes(), None, None, None
     merged = heapq.merge(*[_tagged(host, samples) for host, samples in series.items()], key=lambda item: item[0])
     for when, host, sample in merged:
-        if judged is not None and previous != judged and when - previous > MAX_GAP_S:
+        if judged is not None and previous != judged and when - previous > SESSION_GAP_S:
             # a session's last moment is judged too: a warning `watch` gave as it was stopped (the
-            # next session begins after a gap) is the report's as well
+            # next session, `up --wait` onto the same run, begins a few seconds later) is the
+            # report's as well; CI once saw a straggler `watch` named missing from the report, its
+            # last sample unjudged and the next session only 5 s on (under MAX_GAP_S, the gap then)
             _look(episodes, windows, previous, sync, span_s)
             judged = previous
         previous = when

@@ -112,6 +112,20 @@ def test_replay_judges_the_last_moment_of_each_session_as_watch_did_when_it_was_
     assert [(e.finding.kind, e.finding.host, e.start) for e in episodes] == [("idle_gpu", "h0", 1033.0)]
 
 
+def test_replay_judges_a_sessions_last_moment_when_the_next_begins_seconds_later():
+    # h1's GPU idle from 1003.5: its 30 s span is whole only at 1033.5, h1's last sample, which the
+    # every-second pace (set by h0's samples, at whole seconds) does not judge; `up --wait` begins
+    # 4 s later with the GPU busy. The live view judged that moment and warned; so must the report.
+    def session(host_offset, util_of, times):
+        return [Sample(time=t + host_offset, gpus=(Gpu(0, util=util_of(t + host_offset)),), training=True) for t in times]
+    first = range(1000, 1034)
+    later = range(1038, 1080)
+    h0 = session(0.0, lambda t: 90.0, first) + session(0.0, lambda t: 90.0, later)
+    h1 = session(0.5, lambda t: 1.0 if t >= 1003.5 else 90.0, first) + session(0.5, lambda t: 90.0, later)
+    episodes = rules.replay({"h0": iter(h0), "h1": iter(h1)}, sync=True)
+    assert [(e.finding.kind, e.finding.host, e.start) for e in episodes] == [("idle_gpu", "h1", 1033.5)]
+
+
 def test_replay_judges_every_second_as_the_live_view_does_so_a_finding_of_two_seconds_is_kept():
     # h0's GPU idle from 1003 to 1034: its 30 s span is whole at 1033 and 1034 only (busy again at
     # 1035). The live view, judging every second, warned of it; a replay judging every 5 s would not.
