@@ -210,15 +210,16 @@ class Study:
                 self.study.tell(number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
 
     def lose(self, number: int, why: str) -> Optional[str]:
-        """The trial's host was lost (or failed it on its own) while it trained `number`: failed
-        there, and the same values queued for another host (the retry's name), at most MAX_RETRIES
-        times ("" when the trial failed for good). None if the trial had already ended."""
+        """The trial's host was lost (or failed it) while it trained `number`: failed there, its values queued
+        for another host (the retry's name), at most MAX_RETRIES times ("" then); None if it had ended."""
         import optuna
         with self.lock:
             frozen = self.study._storage.get_trial(self._handle(number)._trial_id)
             if frozen.state != optuna.trial.TrialState.RUNNING:
                 return None
-            base = frozen.user_attrs[NAME].split("~")[0]
+            if NAME not in frozen.user_attrs:   # asked as the chief was killed, not yet named (it once hung the queue)
+                self._name(self._handle(number))
+            base = self._handle(number).user_attrs[NAME].split("~")[0]
             tries = 1 + sum(1 for t in self.study.get_trials(deepcopy=False) if t.user_attrs.get(NAME, "").startswith(base + "~"))
             if tries > MAX_RETRIES:
                 self._end(number, {"state": "failed", "why": f"{why}; lost {tries} times, not retried again"})
@@ -230,8 +231,7 @@ class Study:
             return name
 
     def fail(self, number: int, why: str) -> None:
-        """The trial failed on its own (its builder refused a value): not retried, since it would
-        fail again; the search goes on."""
+        """The trial failed on its own (its builder refused a value): not retried (it would fail again)."""
         with self.lock:
             self._end(number, {"state": "failed", "why": why[:500]})
 
