@@ -2,6 +2,7 @@
 training (train/), the cluster and the spec.
 
     study.py         the Optuna study: the budget, no point trained twice, pruning, retries
+    draws.py         a trial asked of Optuna: a fixed point enqueued, a sampled one that may not repeat
     samplers.py      the samplers and pruners by name, as Optuna makes them; a value suggested
     study_file.py    study.db: opened, resumed only for the same search, guarded, copied out
     study_records.py a trial's attributes in study.db, its results.json record, the live counts

@@ -17,8 +17,10 @@ What the study adds to Optuna's:
 - **Names of our own**: a grid point's (`small_cnn@lr=0.01,bs=16`) or `<candidate>#<k>`, k counting
   the budget's trials only (a retry or a repeated draw takes no number); a retry is `<name>~r<k>`.
 - **Retries**: a trial whose host was lost (or failed on its own host) waits in a list of its own
-  (retries.py) for a host that did not fail it, at most MAX_RETRIES times.
-The points themselves (names of values, sameness, an untried point) are points.py's; the samplers
+  (retries.py) for a host that did not fail it, at most MAX_RETRIES times. A trial drawn as the
+  chief stopped, never handed to a host, was not lost: it is dropped (`tfc:never_handed_out`).
+How a trial is asked of Optuna (a fixed point enqueued, a draw that may not repeat) is draws.py's;
+the points themselves (names of values, sameness, an untried point) are points.py's; the samplers
 and pruners by name samplers.py's; the file, and whether it is resumed, study_file.py's; what a
 trial's record says, study_records.py's.
 """
@@ -30,13 +32,13 @@ import threading
 from pathlib import Path
 from typing import Optional
 
-from trainer.search import study_file
-from trainer.search.points import params_of, point_key, untried, value_key
+from trainer.search import draws, study_file
+from trainer.search.points import params_of, value_key
 from trainer.search.retries import Retries
-from trainer.search.samplers import sampler, suggest
+from trainer.search.samplers import sampler
 from trainer.search.study_file import FILE
 from trainer.search.study_records import (DUPLICATE, EXHAUSTED, HOST, NAME, NOT_ON, PRUNED_AT, RECORD, RETRY_OF, SEQ, STOPPED,
-                                          counts, record_of)
+                                          UNUSED, counts, record_of)
 from trainer.spec import results, space
 from trainer.spec.config import TrainConfig
 from trainer.spec.trials import Trial
@@ -44,8 +46,6 @@ from trainer.spec.trials import Trial
 # A trial whose host was lost goes to another host at most this often: a trial that takes every
 # host it lands on down with it (it fills the GPU, say) must not go round the cluster for ever.
 MAX_RETRIES = 2
-# Draws of the sampler in a row that may repeat a tried point before an untried one is taken directly.
-RESAMPLES = 8
 
 
 class Study:
@@ -64,6 +64,9 @@ class Study:
         self.size = space.space_size(cfg)
         self._handles: dict[int, object] = {}
         self.retries = Retries(self.study)
+        for frozen in self._running():
+            if HOST not in frozen.user_attrs:
+                self._drop(frozen.number)
 
     def export(self, path: Path) -> None:
         """A consistent copy of the study at `path` (written beside it, then renamed), for
@@ -97,7 +100,7 @@ class Study:
         import optuna
         if self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
             handle = self.study.ask()
-            self._suggest_all(handle)
+            draws.suggest_all(self.cfg, handle)
             return handle
         return None
 
@@ -105,8 +108,8 @@ class Study:
         chosen = self.retries.take_for(host, others)
         if chosen is None:
             return None
-        return self._enqueued(chosen["params"], {NAME: chosen["name"], RETRY_OF: chosen["retry_of"],
-                                                 NOT_ON: chosen["not_on"]})
+        attrs = {NAME: chosen["name"], RETRY_OF: chosen["retry_of"], NOT_ON: chosen["not_on"]}
+        return draws.enqueued(self.study, self.cfg, chosen["params"], attrs)
 
     def _fresh(self):
         """The budget's next trial: a grid's next point, or a sampled point not tried before."""
@@ -115,8 +118,9 @@ class Study:
             return None
         if self.cfg.search.sampler == "grid":
             point = space.grid_point(self.cfg, seq - 1)
-            return self._enqueued(params_of(point["candidate"], point["values"]), {NAME: point["name"], SEQ: seq})
-        handle = self._sampled()
+            params = params_of(point["candidate"], point["values"])
+            return draws.enqueued(self.study, self.cfg, params, {NAME: point["name"], SEQ: seq})
+        handle = draws.sampled(self.study, self.cfg, draws.tried(self._counted()), self.seed, self.size)
         if handle is None:
             self.study.set_user_attr(EXHAUSTED, True)
             self.log(f"[study] every one of the search's {self.size} combination(s) has been tried: the search "
@@ -130,44 +134,9 @@ class Study:
             handle.set_user_attr(SEQ, seq)
             handle.set_user_attr(NAME, f"{handle.params['candidate']}#{seq:03d}")
 
-    def _sampled(self):
-        """The sampler's draw, unless it repeats a tried point: then again, then an untried point."""
-        import optuna
-        tried = self._tried()
-        for _ in range(RESAMPLES):
-            handle = self.study.ask()
-            key = point_key(self._suggest_all(handle))
-            if key not in tried:
-                return handle
-            handle.set_user_attr(DUPLICATE, tried[key])
-            self.study.tell(handle, state=optuna.trial.TrialState.FAIL)
-        point = untried(self.cfg, self.seed, self.size, tried)
-        return None if point is None else self._enqueued(point, {})
-
-    def _enqueued(self, params: dict, attrs: dict):
-        self.study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=False)
-        handle = self.study.ask()
-        self._suggest_all(handle)
-        return handle
-
-    def _suggest_all(self, handle) -> dict:
-        """Every value of the trial (a sampled one drawn now; an enqueued one as it was fixed)."""
-        candidate = handle.suggest_categorical("candidate", list(self.cfg.candidates))
-        for dim in space.dimensions(self.cfg, candidate):
-            suggest(handle, candidate, dim)
-        return dict(handle.params)
-
-    def _tried(self) -> dict[str, int]:
-        """Every point handed out before (its first trial's number), repeats of a draw aside."""
-        tried = {}
-        for t in self._counted():
-            if "candidate" in t.params:
-                tried.setdefault(point_key(t.params), t.number)
-        return tried
-
     def _seq(self) -> int:
         """The budget's trials asked so far (a retry or a repeated draw takes none)."""
-        return max((t.user_attrs[SEQ] for t in self.study.get_trials(deepcopy=False) if SEQ in t.user_attrs), default=0)
+        return max((t.user_attrs[SEQ] for t in self._counted() if SEQ in t.user_attrs), default=0)
 
     # --- what trials reached -------------------------------------------------------------------
     def report(self, number: int, epoch: int, val_accuracy: float, val_loss: float) -> bool:
@@ -217,8 +186,9 @@ class Study:
             frozen = self.study._storage.get_trial(self._handle(number)._trial_id)
             if frozen.state != optuna.trial.TrialState.RUNNING:
                 return None
-            if NAME not in frozen.user_attrs:   # asked as the chief was killed, not yet named (it once hung the queue)
-                self._name(self._handle(number))
+            if HOST not in frozen.user_attrs:   # never handed out: nothing was lost, nothing to retry
+                self._drop(number)
+                return None
             base = self._handle(number).user_attrs[NAME].split("~")[0]
             tries = 1 + sum(1 for t in self.study.get_trials(deepcopy=False) if t.user_attrs.get(NAME, "").startswith(base + "~"))
             if tries > MAX_RETRIES:
@@ -234,6 +204,14 @@ class Study:
         """The trial failed on its own (its builder refused a value): not retried (it would fail again)."""
         with self.lock:
             self._end(number, {"state": "failed", "why": why[:500]})
+
+    def _drop(self, number: int) -> None:
+        """A trial drawn but never handed to a host (the chief stopped between Optuna's ask and
+        the hand-out; its values may be half drawn): kept in study.db, counted nowhere, its number
+        in the budget given to the next draw."""
+        import optuna
+        self._handle(number).set_user_attr(UNUSED, True)
+        self.study.tell(number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
 
     def _end(self, number: int, record: dict) -> None:
         import optuna
@@ -277,7 +255,8 @@ class Study:
         with self.lock:
             self.study.set_user_attr(STOPPED, why[:300])
             for pending in self.retries.clear():
-                handle = self._enqueued(pending["params"], {NAME: pending["name"], RETRY_OF: pending["retry_of"]})
+                attrs = {NAME: pending["name"], RETRY_OF: pending["retry_of"]}
+                handle = draws.enqueued(self.study, self.cfg, pending["params"], attrs)
                 self._end(handle.number, {"state": "failed", "why": f"not run: {why}"[:500]})
 
     def counts(self) -> dict:
@@ -298,8 +277,10 @@ class Study:
 
     # --- inside ----------------------------------------------------------------------------------
     def _counted(self, deepcopy: bool = False) -> list:
-        """Every trial but the sampler's repeated draws (kept in study.db, counted nowhere)."""
-        return [t for t in self.study.get_trials(deepcopy=deepcopy) if DUPLICATE not in t.user_attrs]
+        """Every trial but the sampler's repeated draws and those never handed out (kept in
+        study.db, counted nowhere)."""
+        return [t for t in self.study.get_trials(deepcopy=deepcopy) if DUPLICATE not in t.user_attrs
+                and UNUSED not in t.user_attrs]
 
     def _running(self) -> list:
         import optuna

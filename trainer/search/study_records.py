@@ -11,6 +11,7 @@ from trainer.spec.config import TrainConfig
 
 NAME, RECORD, HOST, RETRY_OF, PRUNED_AT = "tfc:name", "tfc:record", "tfc:host", "tfc:retry_of", "tfc:pruned_at"
 SEQ, DUPLICATE, NOT_ON = "tfc:seq", "tfc:duplicate_of", "tfc:not_on"
+UNUSED = "tfc:never_handed_out"     # drawn as the chief stopped, before any host was given it
 SPACE, EXHAUSTED, STOPPED = "tfc:space", "tfc:exhausted", "tfc:stopped"
 
 

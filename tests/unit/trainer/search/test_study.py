@@ -239,11 +239,20 @@ def test_a_grid_of_ten_billion_points_is_never_built(tmp_path):
     assert names[1].endswith("a8=0,a9=1") and names[2].endswith("a8=0,a9=2")     # the grid's order, point by point
 
 
-def test_a_trial_asked_but_not_yet_named_when_the_chief_stopped_is_named_and_retried_when_lost(tmp_path):
-    """CI: the chief killed between Optuna's ask and the trial's name; after the resume, losing it
-    raised KeyError in the queue's watch thread and the run hung with one trial "running"."""
-    from trainer.search.study_records import NAME
-    study = Study(cfg(sampler="random", trials=3, seed=1, learning_rate={"log_uniform": [1e-4, 1e-1]}), tmp_path)
-    asked = study._sampled()                       # drawn, not yet named: what a chief killed mid-`next` leaves
-    assert NAME not in asked.user_attrs
-    assert study.lose(asked.number, "h0 was lost") == f"{asked.params['candidate']}#001~r1"
+def test_a_trial_drawn_but_never_handed_out_when_the_chief_stopped_is_dropped_not_retried(tmp_path):
+    """The chief killed between Optuna's ask and the hand-out, its values half drawn: after the
+    resume, no host lost that trial. Retried, it once took a name past the budget and trained values
+    already trained, and the next results.json raised KeyError on its missing values (CI)."""
+    from trainer.search import draws
+    search = {"sampler": "random", "trials": 3, "seed": 1, "learning_rate": {"log_uniform": [1e-4, 1e-1]}}
+    study = Study(cfg(**search), tmp_path)
+    finish(study, study.next("h0"), 0.5)
+    half = study.study.ask()                    # killed mid-draw: the candidate drawn, its learning rate not
+    half.suggest_categorical("candidate", ["small_cnn", "deep_cnn"])
+    whole = draws.sampled(study.study, study.cfg, {}, study.seed, study.size)     # drawn, not yet named
+    resumed = Study(cfg(**search), tmp_path)    # a new process on the same study.db
+    assert resumed.running_hosts() == {} and resumed.lose(whole.number, "h0 was lost") is None
+    assert resumed.retries.waiting() == [] and resumed.counts()["running"] == 0
+    later = drain(resumed)
+    assert [t.name.split("#")[1] for t in later] == ["002", "003"]         # the budget, each number once
+    assert [r["candidate"].split("#")[1] for r in resumed.records()] == ["001", "002", "003"]
