@@ -170,20 +170,31 @@ class Coordinator:
         """Until `stop`: hand on the trials of hosts the launcher saw go, of hosts silent for
         lost_after_s, and of trials that report no epoch for far longer than any epoch took (alive,
         but wedged); write where the search is every few seconds."""
-        written = 0.0
+        written, said = 0.0, set()
         while not stop.wait(1.0):
-            with self.lock:
-                self._read_signals()
-                now = time.monotonic()
-                for number, host in self.study.running_hosts().items():
-                    why = self._why_lost(number, host, now)
-                    if why:
-                        self._hand_on(number, host, why)
-                        self.gone.add(host)
-                self._stop_if_nobody_left()         # the last host able to train may just have gone
-                if now - written >= PROGRESS_EVERY_S:
-                    self.write_progress()
-                    written = now
+            try:
+                written = self._watch_round(written)
+            except Exception as exc:    # noqa: BLE001 - a watch that died once left a search 'running' for ever
+                text = printable(f"{type(exc).__name__}: {exc}")[:300]
+                if text not in said:
+                    said.add(text)
+                    self.log(f"[queue] the watch met an error, and goes on: {text}")
+
+    def _watch_round(self, written: float) -> float:
+        """One look of the watch; when the search's progress was last written."""
+        with self.lock:
+            self._read_signals()
+            now = time.monotonic()
+            for number, host in self.study.running_hosts().items():
+                why = self._why_lost(number, host, now)
+                if why:
+                    self._hand_on(number, host, why)
+                    self.gone.add(host)
+            self._stop_if_nobody_left()         # the last host able to train may just have gone
+            if now - written >= PROGRESS_EVERY_S:
+                self.write_progress()
+                return now
+            return written
 
     def _read_signals(self) -> None:
         """`<host>.lost` from the launcher, which saw the host's container end for good or the host
@@ -207,6 +218,8 @@ class Coordinator:
                     self._hand_on(number, host, f"the launcher saw {host} {why or 'end'}")
 
     def _why_lost(self, number: int, host: str, now: float) -> str:
+        if host in self.ended:                  # the launcher's word, not yet acted on (its look failed)
+            return f"the launcher saw {host} end"
         silent = now - self.seen.setdefault(number, now)
         if silent > self.lost_after_s and host != self.own:     # a busy chief's own loop is slow, not lost
             return f"{host} stopped answering for {self.lost_after_s:g} s"

@@ -198,3 +198,31 @@ def test_a_host_of_the_cluster_that_never_asks_is_given_up_after_twice_lost_afte
     queue.started -= 121                                      # twice lost_after_s (60 s) later, it never asked
     queue._stop_if_nobody_left()
     assert "no host is left to train: h0 failed 3 trials in a row; h1 lost" in queue.stopped
+
+
+def test_an_error_in_one_look_of_the_watch_is_said_once_and_the_watch_goes_on(tmp_path, monkeypatch):
+    """CI: Study.lose raised in the watch's thread, which ended, and the search waited for ever with
+    a trial 'running'. Now the error is said, and the next look hands the trial on."""
+    queue = coordinator(tmp_path)
+    mine = queue.handle("h1", Ask()).trial
+    real_lose, failures = queue.study.lose, iter([KeyError("tfc:name"), KeyError("tfc:name")])
+
+    def lose_failing_twice(number, why):
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        return real_lose(number, why)
+    monkeypatch.setattr(queue.study, "lose", lose_failing_twice)
+    stop = threading.Event()
+    threading.Thread(target=queue.watch, args=(stop,), daemon=True).start()
+    try:
+        (tmp_path / "backup" / "signals").mkdir(parents=True)
+        (tmp_path / "backup" / "signals" / "h1.lost").write_text("exit")
+        started = time.monotonic()
+        while not queue.lost.get("h1") and time.monotonic() - started < 20:
+            time.sleep(0.1)
+        assert queue.lost.get("h1") == [f"{mine.name}~r1"], queue.said
+        assert [line for line in queue.said if "watch met an error" in line] == [
+            "[queue] the watch met an error, and goes on: KeyError: 'tfc:name'"]
+    finally:
+        stop.set()
