@@ -43,7 +43,7 @@ def record_of(frozen, trial_of, cfg: TrainConfig) -> dict:
 def _unfinished(frozen, trial_of, cfg: TrainConfig) -> dict:
     # the scores reported per epoch: accuracies to within their loss tie-break (< 1e-9)
     curve = [round(float(frozen.intermediate_values[e]), 6) for e in sorted(frozen.intermediate_values)]
-    trial = trial_of(frozen) if "candidate" in frozen.params else None
+    trial = _values_of(frozen, trial_of)
     return {"candidate": frozen.user_attrs.get(NAME, f"trial {frozen.number}"),
             "architecture": trial.candidate if trial else "",
             **({"learning_rate": trial.learning_rate, "batch_per_replica": trial.batch_per_replica} if trial else {}),
@@ -54,6 +54,15 @@ def _unfinished(frozen, trial_of, cfg: TrainConfig) -> dict:
             "hyperparameters": ({"learning_rate": trial.learning_rate, "batch_per_replica": trial.batch_per_replica,
                                  **trial.hyperparameters} if trial else {}),
             **_times(frozen)}
+
+
+def _values_of(frozen, trial_of):
+    """The trial as handed out, or None for one whose values were never all drawn (a chief killed
+    mid-draw, in a study.db kept from before such trials were dropped, trainer/search/study.py)."""
+    try:
+        return trial_of(frozen) if "candidate" in frozen.params else None
+    except KeyError:
+        return None
 
 
 def _times(frozen) -> dict:

@@ -256,3 +256,21 @@ def test_a_trial_drawn_but_never_handed_out_when_the_chief_stopped_is_dropped_no
     later = drain(resumed)
     assert [t.name.split("#")[1] for t in later] == ["002", "003"]         # the budget, each number once
     assert [r["candidate"].split("#")[1] for r in resumed.records()] == ["001", "002", "003"]
+
+
+def test_a_kept_trial_whose_values_were_never_all_drawn_is_recorded_without_them(tmp_path):
+    """A study.db from before such trials were dropped: one ended as 'retried' with only its
+    candidate drawn. results.json still gets written, that trial with no values."""
+    import json
+
+    import optuna
+    from trainer.search.study_records import NAME, RECORD
+    search = {"sampler": "random", "trials": 2, "seed": 1, "learning_rate": {"log_uniform": [1e-4, 1e-1]}}
+    study = Study(cfg(**search), tmp_path)
+    half = study.study.ask()
+    half.suggest_categorical("candidate", ["small_cnn", "deep_cnn"])
+    half.set_user_attr(NAME, "small_cnn#007")
+    half.set_user_attr(RECORD, json.dumps({"state": "retried", "why": "h0 was lost"}))
+    study.study.tell(half, state=optuna.trial.TrialState.FAIL)
+    [record] = study.records()
+    assert (record["candidate"], record["state"], record["hyperparameters"]) == ("small_cnn#007", "retried", {})
