@@ -40,7 +40,7 @@ TRAIN = {"dataset": {"kind": "image_folder", "train_dir": "/data", "image_size":
 def tfcompose(*args: str, env: dict) -> tuple[int, list[tuple[float, str]]]:
     """The CLI as a user runs it (off a terminal): its exit code and each output line with its time."""
     start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-c", "from launcher.cli import run; run()", *args], cwd=REPO, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "launcher", *args], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = [(time.monotonic() - start, line.rstrip("\n")) for line in proc.stdout]
     return proc.wait(), lines

@@ -99,7 +99,7 @@ def one(lab: Lab, lose: bool, tmp: Path, digits: Path) -> dict:
         reconnect(lab, lab.hosts[2])
         if up.proc.poll() is None:
             up.proc.kill()
-        subprocess.run([sys.executable, "-c", "from launcher.cli import run; run()", "down", "-i", str(inv)],
+        subprocess.run([sys.executable, "-m", "launcher", "down", "-i", str(inv)],
                        cwd=REPO, capture_output=True)
     return {"lost": lose, "cluster": name, "load": list(load), "up_exit": code, "steps": steps,
             **recorded(tmp / "runs" / name / "latest"), **mirror_costs(up.output, tmp / "runs" / name / "latest")}

@@ -212,7 +212,7 @@ def one(lab: Lab, case: str, tmp: Path, digits: Path) -> dict:
             reconnect(lab, victim)
         if up.proc.poll() is None:
             up.proc.kill()
-        subprocess.run([sys.executable, "-c", "from launcher.cli import run; run()", "down", "-i", str(inv)],
+        subprocess.run([sys.executable, "-m", "launcher", "down", "-i", str(inv)],
                        cwd=REPO, capture_output=True)
     return {"case": case, "cluster": name, "load": list(load), "victim": victim.name, "victim_epoch": epoch,
             "launcher_s": round(up.time_of(said) + offset - zero, 3), "queue_s": round(found["handed_at"] - zero, 3),

@@ -68,7 +68,7 @@ def inventory(lab: Lab, folder: Path, mode: str, hosts: int, digits: Path) -> tu
 
 
 def tfcompose(checkout: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from launcher.cli import run; run()", *args], cwd=checkout,
+    return subprocess.run([sys.executable, "-m", "launcher", *args], cwd=checkout,
                           env={**env, "PYTHONPATH": str(checkout)}, capture_output=True, text=True)
 
 

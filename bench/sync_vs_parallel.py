@@ -27,10 +27,10 @@ TRAIN = {"dataset": {"kind": "synthetic", "image_size": [32, 32], "per_class": 6
 
 def up_wait(inv: Path, runs: Path) -> float:
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", "from launcher.cli import run; run()", "up", "-i", str(inv), "--wait",
+    proc = subprocess.run([sys.executable, "-m", "launcher", "up", "-i", str(inv), "--wait",
                            "--runs", str(runs)], cwd=REPO, capture_output=True, text=True)
     elapsed = time.monotonic() - started
-    subprocess.run([sys.executable, "-c", "from launcher.cli import run; run()", "down", "-i", str(inv)], cwd=REPO,
+    subprocess.run([sys.executable, "-m", "launcher", "down", "-i", str(inv)], cwd=REPO,
                    capture_output=True)
     if proc.returncode != 0:
         raise SystemExit(f"up --wait failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")

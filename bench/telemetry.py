@@ -347,7 +347,7 @@ def training_parts(farm: SshdFarm, tmp: Path, image: str, meter: Meter) -> dict:
     farm.known_hosts()
     inv = write_inventory(farm, tmp / "train.yaml", "tbench", [host], train=TRAIN, image=image)
     cluster = load_cluster(inv)
-    cli = [sys.executable, "-c", "from launcher.cli import run; run()"]
+    cli = [sys.executable, "-m", "launcher"]
     try:
         up = subprocess.run([*cli, "up", "-i", str(inv)], cwd=REPO, capture_output=True, text=True)
         if up.returncode != 0:

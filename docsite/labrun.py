@@ -62,7 +62,7 @@ def searching_inventory(inventory: Path, work: Path, tracker: str) -> Path:
 
 def live_view(inventory: Path, work: Path, out: Path) -> list[Path]:
     """`tfcompose up --wait` on a terminal: the screen once the search is well under way, and the last one."""
-    command = [sys.executable, "-c", "from launcher.cli import run; run()", "up", "-i", str(inventory), "--wait",
+    command = [sys.executable, "-m", "launcher", "up", "-i", str(inventory), "--wait",
                "--runs", str(work / "runs")]
     shown = terminal.run(command, COLUMNS, ROWS, keep=lambda text: bool(TRAINING.search(text)))
     if shown.exit_code != 0 or len(shown.frames) < 3:
@@ -88,7 +88,7 @@ def report_telemetry(run: Path, out: Path) -> Path:
 def hparams(run: Path, work: Path, out: Path) -> Path:
     """TensorBoard's HParams table of the collected run, as `tfcompose tensorboard RUN` serves it."""
     port = _free_port()
-    server = subprocess.Popen([sys.executable, "-c", "from launcher.cli import run; run()", "tensorboard", str(run),
+    server = subprocess.Popen([sys.executable, "-m", "launcher", "tensorboard", str(run),
                                "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
     try:
@@ -132,7 +132,7 @@ def mlflow_server(work: Path):
 
 
 def tfcompose(*args: str, check: bool = True) -> None:
-    subprocess.run([sys.executable, "-c", "from launcher.cli import run; run()", *args], check=check,
+    subprocess.run([sys.executable, "-m", "launcher", *args], check=check,
                    capture_output=True, timeout=900)
 
 

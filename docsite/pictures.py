@@ -29,7 +29,7 @@ def report() -> list[Path]:
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "run"
         shutil.copytree(RUN, run)
-        subprocess.run([sys.executable, "-c", "from launcher.cli import run; run()", "report", str(run)],
+        subprocess.run([sys.executable, "-m", "launcher", "report", str(run)],
                        cwd=REPO, check=True, capture_output=True)
         OUT.mkdir(exist_ok=True)
         return [Path(shutil.copy(run / name, OUT / name)) for name in REPORT]

@@ -19,4 +19,5 @@
     runfiles.py       the one way into a run folder's files; files.py the cache and atomic writes
     docker_commands.py  every Docker command run on a host; reporter.py how stages say progress
     errors.py, text.py, interrupts.py   the error family, what a host said made safe, Ctrl-C held
+    __main__.py       `python -m launcher ARGS`: the CLI, for a process without the venv's scripts on PATH
 """

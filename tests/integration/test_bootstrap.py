@@ -33,7 +33,7 @@ import yaml
 
 from launcher.files import REPO
 from support.bare import BareLab, available, make_tree, resolver_image
-from support.cluster import cli, labelled
+from support.cluster import cli
 from support.common import require
 from support.digits import write_digits
 
@@ -272,7 +272,7 @@ def test_dockers_repository_needs_its_key_which_this_machine_cannot_fetch_and_no
 
 
 def cli_process(*args: str, stdin: str = "") -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", "from launcher.cli import run; run()", *args], cwd=REPO, text=True,
+    proc = subprocess.Popen([sys.executable, "-m", "launcher", *args], cwd=REPO, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=os.environ.copy(),
                             start_new_session=True)     # no terminal: getpass reads the password from stdin
     proc.stdin.write(stdin)

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 
 
 def tfcompose(*args, env=None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "from launcher.cli import run; run()", *args], cwd=REPO,
+    return subprocess.Popen([sys.executable, "-m", "launcher", *args], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
 
 
@@ -117,7 +117,7 @@ def test_a_worker_that_never_arrives_is_named_by_the_chief_and_reported(cluster_
     print(f"[reliability] h1 frozen before joining: up --wait exited 1 after {time.monotonic() - paused:.1f} s (join_timeout_s 15)")
     assert "h0 failed (exit code 1" in err and "cluster did not form within 15 s" in err and "worker:1" in err
     assert labelled(name)  # stopped, kept for `collect`; `down` removes them
-    assert subprocess.run([sys.executable, "-c", "from launcher.cli import run; run()", "down", "-i", str(inv)],
+    assert subprocess.run([sys.executable, "-m", "launcher", "down", "-i", str(inv)],
                           cwd=REPO, capture_output=True).returncode == 0
     assert labelled(name) == []
 

@@ -61,7 +61,7 @@ def relay_traces(lab: Lab) -> list[str]:
 
 
 def up_in_background(inv: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "from launcher.cli import run; run()", "up", "-i", str(inv)], cwd=REPO, text=True,
+    return subprocess.Popen([sys.executable, "-m", "launcher", "up", "-i", str(inv)], cwd=REPO, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=os.environ.copy())
 
 

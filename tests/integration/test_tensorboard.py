@@ -30,7 +30,7 @@ class Served:
     """`tfcompose tensorboard …` in a child process, its stdout read as it comes."""
 
     def __init__(self, *args: str):
-        self.proc = subprocess.Popen([sys.executable, "-c", "from launcher.cli import run; run()", "tensorboard", *args],
+        self.proc = subprocess.Popen([sys.executable, "-m", "launcher", "tensorboard", *args],
                                      cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines: list[str] = []
         threading.Thread(target=lambda: self.lines.extend(iter(self.proc.stdout.readline, "")), daemon=True).start()

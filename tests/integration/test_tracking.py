@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from support.cluster import CliProcess, run_results
-from support.common import FIXTURES, REPO, require
+from support.common import REPO, require
 
 # A whole search on two hosts each: on this shared 2-core machine, minutes when it is busy.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
@@ -50,7 +50,7 @@ def mlflow_server(tmp_path_factory):
 
 
 def run_cli(*args: str, env: dict | None = None, timeout: float = 900) -> tuple[int, str]:
-    proc = subprocess.run([sys.executable, "-c", "from launcher.cli import run; run()", *args], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "launcher", *args], cwd=REPO,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
     return proc.returncode, proc.stdout
