@@ -1,5 +1,5 @@
 """What the image's entrypoint runs every command under (`python3 -m trainer.runner CMD…`): the
-command as a child, its output passed through as it comes, and three things on top.
+command as a child, its output passed through as it comes, and four things on top.
 
 - `tf.keras` is tf_keras for your own program too (TF_USE_LEGACY_KERAS=1, the choice the built-in
   trainer makes for itself: Keras 3's `model.fit` fails under MultiWorkerMirroredStrategy on TF
@@ -12,6 +12,10 @@ command as a child, its output passed through as it comes, and three things on t
   of its own, not a signal) is not started again: Docker's restarts are for a host's troubles (a
   lost peer, a killed process), and a deterministic exception would only repeat. The container's
   later starts say why and exit at once with REPEATED, which the launcher takes as final.
+
+- A worker whose program ended well waits (at most 30 s) until its chief stops listening on its
+  address, as the built-in trainer's workers do: under `docker compose up --exit-code-from chief`
+  the first container to exit stops the others, the chief too while it still writes its files.
 
 The record of the container's starts lives in its own file system (/tmp), which Docker keeps across
 the restarts of one container: a new container (the next `up`) starts afresh.
@@ -28,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from trainer.cluster.watchdog import wait_until_gone
 from trainer.spec.runner_lines import (FAILED, ITS_ERROR, NOT_AGAIN, PREFIX, REPEATED, START_S,  # noqa: F401
                                          failed_line, failure_of, not_again_line, printable)
 
@@ -111,6 +116,7 @@ def run(argv: list[str], state: Path = STATE, err=None) -> int:
     began = time.monotonic()
     code, tail = _child(argv, env, err)
     if code == 0:
+        leave_after_the_chief(argv, os.environ)
         return 0
     seconds = time.monotonic() - began
     error = error_line(tail) if code > 0 else ""
@@ -122,6 +128,14 @@ def run(argv: list[str], state: Path = STATE, err=None) -> int:
         say(not_again_line("the restarts are for a host's troubles, not a deterministic exception", again))
     write_state(doc, state)
     return REPEATED if again else (code if code > 0 else 128 - code)
+
+
+def leave_after_the_chief(argv: list[str], env) -> None:
+    """A worker whose program ended well leaves once its chief has stopped listening (bounded), as
+    the built-in trainer does (trainer/main.py `leave`): a worker that ends first makes `docker
+    compose up --exit-code-from chief` (`make sim`) stop the chief while it still writes."""
+    if env.get("TFC_IS_CHIEF") == "0" and env.get("TFC_CHIEF_ADDR") and not is_trainer(argv):
+        wait_until_gone(env["TFC_CHIEF_ADDR"])
 
 
 def _child(argv: list[str], env: dict, err) -> tuple[int, str]:

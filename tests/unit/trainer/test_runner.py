@@ -88,3 +88,32 @@ def test_the_signals_are_passed_on_while_the_program_runs_and_ours_again_after(t
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     assert run(program(tmp_path, "print('fine')"), tmp_path / "starts.json")[0] == 0
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_a_worker_whose_program_ended_well_leaves_after_its_chief(monkeypatch):
+    """CI: under `docker compose up --exit-code-from chief` a user's worker that ended first made
+    compose stop the chief while it still wrote its output (exit 137). The worker now waits while
+    the chief's address still listens (bounded); a chief, or a worker of the built-in trainer
+    (which waits by itself), does not."""
+    import socket
+    import threading
+    import time
+
+    from trainer import runner
+    listener = socket.create_server(("127.0.0.1", 0))
+    address = f"127.0.0.1:{listener.getsockname()[1]}"
+    threading.Timer(1.0, listener.close).start()           # the chief ends a second later
+    started = time.monotonic()
+    runner.leave_after_the_chief(["python", "train.py"], {"TFC_IS_CHIEF": "0", "TFC_CHIEF_ADDR": address})
+    assert 0.9 <= time.monotonic() - started < 10
+    held = socket.create_server(("127.0.0.1", 0))
+    still = f"127.0.0.1:{held.getsockname()[1]}"
+    try:
+        for argv, env in ((["python", "train.py"], {"TFC_IS_CHIEF": "1", "TFC_CHIEF_ADDR": still}),
+                          (["python3", "-m", "trainer"], {"TFC_IS_CHIEF": "0", "TFC_CHIEF_ADDR": still}),
+                          (["python", "train.py"], {})):
+            started = time.monotonic()
+            runner.leave_after_the_chief(argv, env)
+            assert time.monotonic() - started < 0.5, (argv, env)
+    finally:
+        held.close()
