@@ -15,6 +15,7 @@ import json
 import os
 import re
 import subprocess
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -27,6 +28,7 @@ from support.digits import write_digits
 from support.lab import Lab, available
 from support.sshd import write_inventory
 from support.hparams import hparams_sessions
+from trainer.spec.progress import SEARCH_FILE, parse_search
 from trainer.spec.results import safe_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]   # the lab's set-up counts in the first
@@ -109,20 +111,50 @@ def assert_only_its_own(folder: Path, doc: dict) -> None:
         assert session["small_cnn.width"] == names[run]["hyperparameters"]["width"]
 
 
-def moved_within_a_chief_trial(output: str) -> bool:
-    """Whether two search lines in a row, the second with trials still running, were said while the
-    chief (h0) was in the same trial of its own (its epoch lines name it)."""
-    chief_trial, before = None, None          # (line, the chief's trial when it was said)
-    for line in output.splitlines():
-        trial = re.match(r"h0: (\S+) \(its \w+ trial\) epoch", line)
-        if trial:
-            chief_trial = trial.group(1)
-        elif line.startswith("search:"):
-            said = re.sub(r"; ETA .*$", "", line.strip())
-            running = int(re.search(r"(\d+) running", said).group(1))
-            if before and chief_trial and before[1] == chief_trial and before[0] != said and running:
-                return True
-            before = (said, chief_trial)
+class ChiefTrials:
+    """What the chief's queue says h0 is training (its search-progress.json, read every 0.3 s while
+    `up` runs): [(when, trial or None)], one entry per change, on the CliProcess's clock."""
+
+    def __init__(self, lab: Lab, name: str, up: CliProcess):
+        self.seen: list[tuple[float, str | None]] = []
+        self._thread = threading.Thread(target=self._watch, args=(lab, name, up), daemon=True)
+        self._thread.start()
+
+    def _watch(self, lab: Lab, name: str, up: CliProcess) -> None:
+        while up.proc.poll() is None:
+            results = run_results(lab.hosts[0].workdir / name)
+            try:
+                entry = parse_search((results / SEARCH_FILE).read_text()).hosts.get("h0") if results else None
+            except (OSError, ValueError):
+                entry = None
+            trial = entry["trial"] if entry and entry["state"] == "training" else None
+            if not self.seen or self.seen[-1][1] != trial:
+                self.seen.append((time.monotonic(), trial))
+            time.sleep(0.3)
+
+    def at(self, when: float) -> tuple[str | None, float]:
+        """The chief's trial at that moment, and since when the queue has said so."""
+        current = next((seen for seen in reversed(self.seen) if seen[0] <= when), (when, None))
+        return current[1], current[0]
+
+
+SETTLED_S = 5      # the launcher looks each second and says the search every 2 s: a line the chief's
+#                    own take of a trial moved comes within about 3 s of the queue saying it took one
+
+
+def moved_within_a_chief_trial(up: CliProcess, chief: ChiefTrials) -> bool:
+    """Whether a search line, with trials still running, changed while the chief (h0) had been in
+    one trial of its own for SETTLED_S, so that its own take of a trial cannot have moved it."""
+    before = None
+    for line, when in zip(list(up.lines), list(up.times)):
+        if not line.startswith("search:"):
+            continue
+        said = re.sub(r"; ETA .*$", "", line.strip())
+        running = int(re.search(r"(\d+) running", said).group(1))
+        trial, since = chief.at(when)
+        if before is not None and said != before and running and trial and when - since >= SETTLED_S:
+            return True
+        before = said
     return False
 
 
@@ -149,6 +181,7 @@ def test_the_same_inventory_twice_is_two_runs_each_with_only_its_own(lab, tmp_pa
     first_up = CliProcess("up", "-i", str(inv), "--wait", "--runs", str(runs))
     # The chief held to a third of a CPU: the others finish trials while it is in one of its own, so a
     # line that moved only when the chief took a trial would show (the live view looks every few s).
+    chief = ChiefTrials(lab, name, first_up)
     throttle_at_start(lambda *a: lab.hosts[0].docker(*a, check=False), name, "h0", first_up, cpus="0.3")
     assert first_up.finish(600) == 0, first_up.output
     first = run_folder(runs, name)
@@ -158,7 +191,7 @@ def test_the_same_inventory_twice_is_two_runs_each_with_only_its_own(lab, tmp_pa
     # host finishes a trial (before, only as often as the chief took a trial of its own), so it
     # changes while the chief is still in one trial of its own (counted while trials run: the last
     # line, when the chief asks and none is left, would come from its own loop too).
-    assert moved_within_a_chief_trial(first_up.output), first_up.output
+    assert moved_within_a_chief_trial(first_up, chief), (chief.seen, first_up.output)
     assert not [line for line in first_up.output.splitlines() if re.search(r"trial \d+/\d+", line)]  # no global index per host
     saved = (first / "results.json").read_bytes()
     assert cli(capsys, "down", "-i", str(inv))[0] == 0
