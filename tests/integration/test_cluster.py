@@ -41,16 +41,16 @@ def test_up_wait_ships_trains_across_hosts_collects_and_down_cleans(cluster_env,
     empty_engine(second_engine)
     monkeypatch.setenv("XDG_CACHE_HOME", str(image_cache))
     hook = tmp_path / "hook.txt"
-    name, inv, hosts = cluster_env(n=2, engines={1: second_engine}, train={**TRAIN, "epochs": 3},
+    name, inv, hosts = cluster_env(n=2, engines={1: second_engine}, train={**TRAIN, "epochs": 2},
                                    on_finish=f'echo "$TFC_OUTCOME $TFC_RUN_DIR" >> {hook}', on_failure=f"echo failed >> {hook}")
     runs = tmp_path / "runs"
     code, out, err = cli(capsys, "up", "-i", str(inv), "--wait", "--runs", str(runs))
     assert code == 0, out + err
     # Off a terminal: one progress line per epoch of every trial on every host, in order, with an ETA.
     for host in ("h0", "h1"):
-        seen = re.findall(rf"^{host}: trial (\d)/2 (\S+) epoch (\d)/3 \d+ img/s loss \S+ acc \S+ val_acc \S+ "
+        seen = re.findall(rf"^{host}: trial (\d)/2 (\S+) epoch (\d)/2 \d+ img/s loss \S+ acc \S+ val_acc \S+ "
                           r"ETA \d+:\d\d:\d\d$", out, re.M)
-        assert seen == [(t, c, e) for t, c in (("1", "small_cnn"), ("2", "deep_cnn")) for e in "123"], out
+        assert seen == [(t, c, e) for t, c in (("1", "small_cnn"), ("2", "deep_cnn")) for e in "12"], out
     assert "\x1b" not in out
     shipped = re.search(r"^h1: image \(shipped (\d+)/(\d+) layers, ([\d,]+) B\)$", out, re.M)
     assert shipped and shipped.group(1) == shipped.group(2), out  # an empty engine: every layer
@@ -62,7 +62,7 @@ def test_up_wait_ships_trains_across_hosts_collects_and_down_cleans(cluster_env,
     assert doc["workers"] == 2 and (latest / "best_model.keras").is_file()
     logs = {p.stem: p.read_text() for p in (latest / "logs").iterdir()}
     assert set(logs) == {"h0", "h1"}
-    assert "[worker:0] small_cnn epoch 3/3" in logs["h0"] and "[worker:1] small_cnn epoch 3/3" in logs["h1"]
+    assert "[worker:0] small_cnn epoch 2/2" in logs["h0"] and "[worker:1] small_cnn epoch 2/2" in logs["h1"]
     run_dir = (runs / name / "latest").resolve()
     assert hook.read_text() == f"finished {run_dir}\n"  # on_finish, once, with the run folder
     for stage in ("connect", "preflight", "push", "image", "start", "running", "collect"):
@@ -74,12 +74,12 @@ def test_up_wait_ships_trains_across_hosts_collects_and_down_cleans(cluster_env,
     assert states["h0"]["last_line"].startswith("best: ")
 
     code, out, _ = cli(capsys, "logs", "-i", str(inv), "--no-follow")
-    assert code == 0 and "[worker:0] deep_cnn epoch 3/3 loss=" in out and "[worker:1]" not in out
+    assert code == 0 and "[worker:0] deep_cnn epoch 2/2 loss=" in out and "[worker:1]" not in out
     code, out, _ = cli(capsys, "logs", "-i", str(inv), "--no-follow", "--host", "h1")
-    assert code == 0 and "[worker:1] deep_cnn epoch 3/3 loss=" in out
+    assert code == 0 and "[worker:1] deep_cnn epoch 2/2 loss=" in out
     code, out, _ = cli(capsys, "logs", "-i", str(inv), "--all", "--no-follow", "--tail", "50")
-    assert code == 0 and re.search(r"^h0 \| \[worker:0\] deep_cnn epoch 3/3", out, re.M)
-    assert re.search(r"^h1 \| \[worker:1\] deep_cnn epoch 3/3", out, re.M)
+    assert code == 0 and re.search(r"^h0 \| \[worker:0\] deep_cnn epoch 2/2", out, re.M)
+    assert re.search(r"^h1 \| \[worker:1\] deep_cnn epoch 2/2", out, re.M)
     assert all(line.startswith(("h0 | ", "h1 | ")) for line in out.splitlines())
 
     # Again after a finished run: a run of its own (the finished one is never overwritten), nothing

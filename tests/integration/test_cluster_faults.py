@@ -55,24 +55,24 @@ def crash(cluster: str, host: str) -> None:
 
 
 TRAIN_LONG = {**TRAIN, "dataset": {"kind": "synthetic", "image_size": [24, 24], "per_class": 48},
-              "candidates": ["small_cnn", "deep_cnn"], "epochs": 6, "batch_per_replica": 8}
+              "candidates": ["small_cnn", "deep_cnn"], "epochs": 4, "batch_per_replica": 8}
 
 
 def test_a_crashed_worker_is_restarted_and_the_run_resumes(cluster_env, tmp_path):
     name, inv, hosts = cluster_env(n=2, train=TRAIN_LONG, defaults={"gpus": 0, "shm_size": "256m", "restart_retries": 2})
     proc = tfcompose("up", "-i", str(inv), "--wait", "--runs", str(tmp_path / "runs"))
-    wait_for_log(name, "h1", "deep_cnn epoch 3/6", proc)
+    wait_for_log(name, "h1", "deep_cnn epoch 2/4", proc)
     crash(name, "h1")
     killed = time.monotonic()
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, out + err
-    print(f"[reliability] cluster crash of h1 during deep_cnn epoch 3: run completed {time.monotonic() - killed:.1f} s later")
+    print(f"[reliability] cluster crash of h1 during deep_cnn epoch 3 of 4: run completed {time.monotonic() - killed:.1f} s later")
     assert re.search(r"^h1: .*restarts [12]", out, re.M), out  # the live view shows the restart
     doc = json.loads((tmp_path / "runs" / name / "latest" / "results.json").read_text())
     first, second = doc["candidates"]
     assert doc["restarts"] >= 1 and first["start"] == 1 and first["resumed_from_epoch"] == 0
-    assert second["start"] >= 2 and second["resumed_from_epoch"] >= 2
-    assert second["resumed_from_epoch"] + second["epochs_run"] == 6
+    assert second["start"] >= 2 and second["resumed_from_epoch"] >= 1
+    assert second["resumed_from_epoch"] + second["epochs_run"] == 4
     restarts = subprocess.run(["docker", "inspect", "-f", "{{.RestartCount}}", container(name, "h1")],
                               capture_output=True, text=True).stdout.strip()
     assert int(restarts) >= 1

@@ -1,8 +1,11 @@
 """Relayed ship on a LAN lab (tests/lab.py): three hosts, each with its own network namespace,
-sshd and ~/.ssh; h1 and h2 each with an empty Docker engine of their own, h0 this machine with
-the trainer image already. The image goes from the launcher to h1 only, h1 passes it to h2, and
-all three train together. The relay's temporary keys are gone after `up`, after an interrupted
-`up`, and after `down` (when `up` was killed before it could remove them)."""
+sshd and ~/.ssh; h1 and h2 each with a Docker engine of their own that starts with the trainer
+image (the run's engine template: shipping the whole image to an empty engine is test_cluster's and
+test_bootstrap's), h0 this machine. A `run:` project's code is a new layer h1 and h2 lack: it goes
+from the launcher to h1 only, h1 passes it to h2, and all three train together. The relay's
+temporary keys are gone after `up`, after an interrupted `up`, and after `down` (when `up` was killed
+before it could remove them): those tests ship a code layer of random bytes over links slow enough
+that the chain is caught on its way."""
 from __future__ import annotations
 
 import json
@@ -17,33 +20,37 @@ from pathlib import Path
 
 import pytest
 
-from support.common import require
+from support.common import FIXTURES, require
 from launcher.files import REPO
 from support.lab import Lab, available
 from support.sshd import write_inventory
-from support.cluster import TRAIN, cli, labelled
+from support.cluster import cli, labelled
 
 pytestmark = pytest.mark.integration
 MARK = "tfcompose-relay"
 
 
+BULK = 24 << 20        # random bytes in the interrupted tests' code layer: seconds on the way at RATE
+RATE = "100mbit"
+
+
 @pytest.fixture(scope="module")
-def lab():
+def lab(engine_template):
     ok, why = available()
     require(ok, why)
     # Its own /24 (10.213.8): the bench lab (10.213.9) or test_links (10.213.0) may be up at the same time.
-    built = Lab(tag=f"r{os.getpid() % 1000}", subnet="10.213.8").up(3, rate="1gbit", local_first=True)
+    built = Lab(tag=f"r{os.getpid() % 1000}", subnet="10.213.8", template=engine_template).up(
+        3, rate=RATE, local_first=True)
     yield built
     built.down()
 
 
 @pytest.fixture
 def relay_inventory(lab, tmp_path, trainer_image, image_cache, monkeypatch):  # noqa: F811
+    """A `run:` project that sleeps, with BULK random bytes in its code (new each time, so no host
+    holds that layer from an earlier test): the chain takes seconds to carry it."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(image_cache))   # the image's layers, split once per suite
-    name = f"r{uuid.uuid4().hex[:8]}"
-    train = {**TRAIN, "candidates": ["small_cnn"], "epochs": 1}
-    inv = write_inventory(lab, tmp_path / "inv.yaml", name, lab.hosts, known_hosts=lab.known_hosts(), train=train,
-                          image=trainer_image, image_relay="on")
+    name, inv = code_inventory(lab, tmp_path, trainer_image, bulk=BULK)
     yield name, inv
     for host in lab.hosts:
         ids = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=tfcompose.cluster={name}"], env=host.env,
@@ -111,26 +118,29 @@ def test_an_interrupted_up_removes_its_keys_on_the_way_out(lab, relay_inventory,
     assert relay_traces(lab) == []
 
 
-def test_the_image_goes_once_from_here_and_the_hosts_pass_it_on_then_all_three_train(lab, relay_inventory, capsys,
-                                                                                       tmp_path, trainer_image):  # noqa: F811
-    name, inv = relay_inventory
+def test_the_code_goes_once_from_here_and_the_hosts_pass_it_on_then_all_three_train(lab, tmp_path, trainer_image,
+                                                                                      image_cache, monkeypatch, capsys):
+    # A user's own MWMS script (tests/fixtures/byo) on all three hosts.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(image_cache))
+    name, inv = code_inventory(lab, tmp_path, trainer_image, script=FIXTURES / "byo" / "train.py")
     runs = tmp_path / "runs"
-    code, out, err = cli(capsys, "up", "-i", str(inv), "--wait", "--runs", str(runs))
-    assert code == 0, out + err
-    assert re.search(r"^h0: image \(present, 0 B\)$", out, re.M), out
-    first = re.search(r"^h1: image \(shipped (\d+)/(\d+) layers, ([\d,]+) B; passed on to h2\)$", out, re.M)
-    assert first and int(first.group(1)) >= 1, out          # the earlier tests' cut loads may have left a few layers
-    assert re.search(r"^h2: image \(relayed \d+/\d+ layers, 0 B; from h1\)$", out, re.M), out
-    local = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", trainer_image],
-                           capture_output=True, text=True).stdout.strip()
-    for host in lab.hosts[1:]:
-        assert host.docker("image", "inspect", "--format", "{{.Id}}", trainer_image).stdout.strip() == local
-    doc = json.loads((runs / name / "latest" / "results.json").read_text())
-    assert doc["workers"] == 3 and doc["candidates"][0]["candidate"] == "small_cnn"
-    logs = {p.stem: p.read_text() for p in (runs / name / "latest" / "logs").iterdir()}
-    assert all(f"[worker:{i}] small_cnn epoch 1/1" in logs[f"h{i}"] for i in range(3)), logs
-    assert relay_traces(lab) == []
-    code, out, err = cli(capsys, "down", "-i", str(inv))
+    try:
+        code, out, err = cli(capsys, "up", "-i", str(inv), "--wait", "--runs", str(runs))
+        assert code == 0, out + err
+        assert re.search(r"^h0: image \(present, 0 B\)$", out, re.M), out
+        assert re.search(r"^h1: image \(shipped 1/\d+ layers, [\d,]+ B; passed on to h2\)$", out, re.M), out
+        assert re.search(r"^h2: image \(relayed 1/\d+ layers, 0 B; from h1\)$", out, re.M), out
+        latest = runs / name / "latest"
+        assert json.loads((latest / "output.json").read_text())["replicas"] == 3     # all three trained together
+        for host in lab.hosts:
+            assert "epoch 3: loss" in (latest / "logs" / f"{host.name}.log").read_text(), host.name
+        ran = {host.name: host.docker("ps", "-aq", "--filter", f"label=tfcompose.cluster={name}").stdout.split()
+               for host in lab.hosts}
+        images = {host.docker("inspect", "--format", "{{.Image}}", *ran[host.name]).stdout.strip() for host in lab.hosts}
+        assert len(images) == 1, images                    # the same code image on every host, as made here
+        assert relay_traces(lab) == []
+    finally:
+        code, out, err = cli(capsys, "down", "-i", str(inv))
     assert code == 0 and labelled(name) == [], out + err
     assert relay_traces(lab) == []
 
@@ -164,15 +174,21 @@ def test_a_broken_hop_does_not_fail_up_the_launcher_serves_the_host_after_it(lab
         cli(capsys, "down", "-i", str(inv))
 
 
-def code_inventory(lab: Lab, tmp_path: Path, image: str) -> tuple[str, Path]:
+def code_inventory(lab: Lab, tmp_path: Path, image: str, script: Path | None = None,
+                   bulk: int = 0) -> tuple[str, Path]:
     """A `run:` project: its code is a new layer h1 and h2 lack (h0, this machine, has it), so
-    the chain h1 → h2 carries a few KB, not the whole image."""
+    the chain h1 → h2 carries the code, not the image. `script`: its main.py (else one that prints
+    and sleeps); `bulk`: that many random bytes beside it."""
     code_dir = tmp_path / "code"
     code_dir.mkdir()
-    (code_dir / "main.py").write_text(f"# {uuid.uuid4()}\nimport time\nprint('relay test code', flush=True)\ntime.sleep(600)\n")
+    main = script.read_text() if script else "import time\nprint('relay test code', flush=True)\ntime.sleep(600)\n"
+    (code_dir / "main.py").write_text(f"# {uuid.uuid4()}\n{main}")
+    if bulk:
+        (code_dir / "bulk.bin").write_bytes(os.urandom(bulk))
     name = f"r{uuid.uuid4().hex[:8]}"
+    run = {"command": ["python", "main.py"], "code_dir": str(code_dir), "join_timeout_s": 120, "deadline_s": 600}
     inv = write_inventory(lab, tmp_path / "inv.yaml", name, lab.hosts, known_hosts=lab.known_hosts(), image=image,
-                          image_relay="on", run={"command": ["python", "main.py"], "code_dir": str(code_dir)})
+                          image_relay="on", run=run)
     return name, inv
 
 

@@ -127,11 +127,11 @@ def test_a_worker_that_never_starts_ends_the_chief_within_the_join_timeout(sim):
 
 
 def test_a_killed_worker_makes_up_exit_non_zero_and_up_again_resumes_from_the_shared_backup(sim):
-    env = {"EPOCHS": "6", "CANDIDATES": "small_cnn,deep_cnn", "IMAGE_SIZE": "[24, 24]"}
+    env = {"EPOCHS": "4", "CANDIDATES": "small_cnn,deep_cnn", "IMAGE_SIZE": "[24, 24]"}
     proc = sim("up", "--no-build", "--exit-code-from", "chief", env=env)
     deadline = time.monotonic() + 300
-    while "deep_cnn epoch 3/6" not in container_log(sim.project, "worker"):
-        assert proc.poll() is None and time.monotonic() < deadline, "never reached deep_cnn epoch 3"
+    while "deep_cnn epoch 2/4" not in container_log(sim.project, "worker"):
+        assert proc.poll() is None and time.monotonic() < deadline, "never reached deep_cnn epoch 2"
         time.sleep(0.5)
     subprocess.run(["docker", "kill", f"{sim.project}-worker-1"], check=True, capture_output=True)
     out, _ = proc.communicate(timeout=120)  # a hang would end here in TimeoutExpired
@@ -142,8 +142,8 @@ def test_a_killed_worker_makes_up_exit_non_zero_and_up_again_resumes_from_the_sh
     doc = json.loads((sim.dir / "runs" / "local" / "results.json").read_text())
     first, second = doc["candidates"]
     assert doc["restarts"] == 1 and (first["start"], first["resumed_from_epoch"]) == (1, 0)
-    assert second["start"] == 2 and second["resumed_from_epoch"] >= 2
-    assert second["resumed_from_epoch"] + second["epochs_run"] == 6
+    assert second["start"] == 2 and second["resumed_from_epoch"] >= 1
+    assert second["resumed_from_epoch"] + second["epochs_run"] == 4
     assert not (sim.dir / "runs" / "local" / "backup").exists()
 
 
