@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from support.netns import Lan, ip, own_subnet
+from support.rigs import TEST_CACHE
 from support.sshd import keygen, wait_for_port
 
 ROOT = Path("/tmp/tfcompose-bare")
@@ -110,7 +111,7 @@ exec chroot "$R" /usr/sbin/sshd -D -e
 # The tree's recipe: a change makes a new one (the cache keeps one per recipe).
 TREE_RECIPE = "bookworm-minbase+openssh-server,sudo,python3,ca-certificates,procps-v1"
 TREE_PACKAGES = "openssh-server,sudo,python3,ca-certificates,procps"
-TREE_CACHE = Path(os.environ.get("TFC_TEST_CACHE", "/var/cache/tfcompose-tests"))
+TREE_CACHE = TEST_CACHE          # the tests' cache (support/rigs.py: a run may leave what it gains)
 
 
 def make_tree(out: Path | None = None, image: str = TREE_IMAGE) -> Path:
