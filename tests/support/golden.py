@@ -18,6 +18,18 @@ OPTIONAL = {"gpu_hours", "gpu_utilization", "energy_wh", "cpu_hours", "telemetry
 LITERAL = {"schema", "mode", "workers", "replicas", "precision", "state"}      # values that say what the run was
 
 
+SAMPLE = {"str": "x", "int": 1, "float": 0.5, "bool": True, "null": None}
+
+
+def realized(shape):
+    """A document of a golden shape (each type a value of it)."""
+    if isinstance(shape, dict):
+        return {k: realized(v) for k, v in shape.items()}
+    if isinstance(shape, list):
+        return [realized(item) for item in shape]
+    return SAMPLE.get(shape, shape) if isinstance(shape, str) else shape
+
+
 def shape(value, key: str = ""):
     """`value` with each leaf its JSON type (kept as it is for LITERAL keys); a list as the sorted
     distinct shapes of its items."""

@@ -8,18 +8,7 @@ import json
 
 import pytest
 
-from support.golden import FOLDER, assert_golden
-
-SAMPLE = {"str": "x", "int": 1, "float": 0.5, "bool": True, "null": None}
-
-
-def realized(shape):
-    """A document of the golden shape (each type a value of it)."""
-    if isinstance(shape, dict):
-        return {k: realized(v) for k, v in shape.items()}
-    if isinstance(shape, list):
-        return [realized(item) for item in shape]
-    return SAMPLE.get(shape, shape) if isinstance(shape, str) else shape
+from support.golden import FOLDER, assert_golden, realized
 
 
 def document(name: str) -> dict:

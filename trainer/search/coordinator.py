@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from trainer.spec import results, results_check, space
+from trainer.spec import results_check, space, trial_record
 from trainer.spec.progress import SearchProgress, write_search
 from trainer.search.study import Study
 from trainer.search.wire import Ask, Done, Fail, Finish, Offer, Report, Verdict, Wait, printable
@@ -113,11 +113,9 @@ class Coordinator:
 
     def finish(self, number: int, host: str, sent) -> None:
         """The trial's record: the chief's own knowledge, and the host's figures, checked."""
-        trial = self.study.trial(number)
-        figures = results_check.host_figures(sent, self.classes, f"{host}'s trial {number}")
-        record = results.trial_record(trial, figures, host=host)
-        results_check.check_record(record, f"{host}'s trial {number}")      # what results.json will hold
-        self.study.finish(number, record)
+        trial, where = self.study.trial(number), f"{host}'s trial {number}"
+        figures = results_check.host_figures(sent, self.classes, where)
+        self.study.finish(number, trial_record.of_host(trial, figures, host, where))   # checked as results.json will hold it
         self.trained.setdefault(host, []).append(trial.name)
         self.failures[host] = 0
         self.seen.pop(number, None)

@@ -19,16 +19,16 @@ What the study adds to Optuna's:
 - **Retries**: a trial whose host was lost (or failed on its own host) waits in a list of its own
   (retries.py) for a host that did not fail it, at most MAX_RETRIES times. A trial drawn as the
   chief stopped, never handed to a host, was not lost: it is dropped (`tfc:never_handed_out`).
-How a trial is asked of Optuna (a fixed point enqueued, a draw that may not repeat) is draws.py's;
-the points themselves (names of values, sameness, an untried point) are points.py's; the samplers
-and pruners by name samplers.py's; the file, and whether it is resumed, study_file.py's; what a
-trial's record says, study_records.py's.
+How a trial is asked of Optuna (a fixed point enqueued, a draw that may not repeat) is draws.py's; the points
+themselves (names of values, sameness, an untried point) points.py's; the samplers and pruners by name samplers.py's;
+the file, and whether it is resumed, study_file.py's; a trial's record trainer/spec/trial_record.py's (read out: study_records.py).
 """
 from __future__ import annotations
 
 import json
 import math
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -39,7 +39,7 @@ from trainer.search.samplers import sampler
 from trainer.search.study_file import FILE
 from trainer.search.study_records import (DUPLICATE, EXHAUSTED, HOST, NAME, NOT_ON, PRUNED_AT, RECORD, RETRY_OF, SEQ, STOPPED,
                                           UNUSED, counts, record_of)
-from trainer.spec import results, space
+from trainer.spec import results, space, trial_record
 from trainer.spec.config import TrainConfig
 from trainer.spec.trials import Trial
 
@@ -162,15 +162,14 @@ class Study:
         with self.lock:
             return self._handle(number).user_attrs.get(PRUNED_AT)
 
-    def finish(self, number: int, record: dict) -> None:
-        """The trial ended; pruned if the study said so, else complete (failed: no figures). Its
-        record, with that state, kept for results.json."""
+    def finish(self, number: int, record: trial_record.TrialRecord) -> None:
+        """The trial ended: pruned if the study said so, else complete (failed: no figures); its record kept so."""
         import optuna
         with self.lock:
             stop = self.pruned_at(number)
-            record = {**record, "state": "pruned" if stop else "complete", "pruned_at_epoch": stop}
-            self._handle(number).set_user_attr(RECORD, json.dumps(record))
-            value = results.score(record["val_accuracy"], record["val_loss"])
+            record = replace(record, state="pruned" if stop else "complete", pruned_at_epoch=stop)
+            self._handle(number).set_user_attr(RECORD, json.dumps(record.to_json()))
+            value = results.score(record.val_accuracy, record.val_loss)
             if stop:
                 self.study.tell(number, state=optuna.trial.TrialState.PRUNED, skip_if_finished=True)
             elif math.isfinite(value):

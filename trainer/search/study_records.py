@@ -34,6 +34,8 @@ def counts(trials: list, left: int) -> dict:
 def record_of(frozen, trial_of, cfg: TrainConfig) -> dict:
     """results.json's record of one trial: the record its host sent, or for a trial that never
     finished (its host lost), what the study knows of it (`trial_of`: the trial it was handed out as)."""
+    # JSON, not a TrialRecord: for a trial that never finished the study keeps only part of one
+    # (study.py's `_end`: its state, why, its retry), laid over what it knows here.
     sent = json.loads(frozen.user_attrs.get(RECORD, "{}"))
     record = sent if sent.get("state") in ("complete", "pruned") else {**_unfinished(frozen, trial_of, cfg), **sent}
     return {**record, "trial": frozen.number, "host": frozen.user_attrs.get(HOST, record.get("host", "")),

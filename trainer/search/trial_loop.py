@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable, Protocol, Union
 
@@ -30,12 +30,12 @@ from trainer.spec import history, results, results_check, space
 from trainer.spec.config import TrainConfig
 from trainer.spec.errors import ClusterError, one_line
 from trainer.spec.progress import Tracker
+from trainer.spec.trial_record import TrialRecord, chief_knows
 from trainer.spec.trials import Trial, expand
 from trainer.train.backup import SearchState
 from trainer.train.trial import TrialFailed, backup_root, load_state, save_best, train_trial
 
 Next = Union[Offer, Wait, Done]
-IDENTITY = ("candidate", "architecture", "learning_rate", "batch_per_replica", "history")
 
 
 class TrialSource(Protocol):
@@ -48,8 +48,8 @@ class TrialSource(Protocol):
     def index(self, trial: Trial) -> int: ...                          # its number in the progress file
     def report(self, trial: Trial, epoch: int, logs: dict) -> str: ...  # "", "pruned" or "lost"
     def training(self, trial: Trial): ...                              # a context while it trains
-    def record(self, trial: Trial, outcome_record: dict, stopped: str, curve: list) -> dict: ...
-    def finish(self, trial: Trial, record: dict) -> None: ...
+    def record(self, trial: Trial, outcome_record: TrialRecord, stopped: str, curve: list) -> TrialRecord: ...
+    def finish(self, trial: Trial, record: TrialRecord) -> None: ...
     def fail(self, trial: Trial, exc: BaseException, build: bool) -> None: ...
 
 
@@ -86,11 +86,12 @@ def run_trials(source: TrialSource, cfg: TrainConfig, task: str, strategy, data,
         if trained is None:
             continue
         record, model = trained
-        if results.better(record, best):        # the figures are the same on every worker: so is this
+        done = record.to_json()                 # as the backup's state keeps it (and results.json)
+        if results.better(done, best):          # the figures are the same on every worker: so is this
             save_best(model, cfg, chief)        # before `finish`: the last finish may end the search
-            best, state.best_model = record, trial.name
+            best, state.best_model = done, trial.name
         source.finish(trial, record)
-        state.done.append(record)
+        state.done.append(done)
         state.save()
     source.tracker.finished()
     return state
@@ -124,7 +125,8 @@ def train_one(source: TrialSource, trial: Trial, cfg: TrainConfig, task: str, st
     if check.why == "lost":
         log(f"[{task}] {trial.name} was handed to another host while this one was silent; dropped it")
         return None
-    return source.record(trial, outcome.record, check.why, history.curve_of(cfg.results_dir, outcome.record, seen)), outcome.model
+    curve = history.curve_of(cfg.results_dir, outcome.record.to_json(), seen)
+    return source.record(trial, outcome.record, check.why, curve), outcome.model
 
 
 def figures(logs: dict) -> tuple[float, float]:
@@ -136,16 +138,16 @@ def budget(cfg: TrainConfig) -> int:
     return cfg.search.trials or space.grid_size(cfg)
 
 
-def study_record(trial: Trial, outcome_record: dict, stopped: str, curve: list, start: int, host: str = "") -> dict:
+def study_record(trial: Trial, outcome_record: TrialRecord, stopped: str, curve: list, start: int,
+                 host: str = "") -> TrialRecord:
     """The record of a trial a study drove: the chief's knowledge of it, its figures, its curve."""
-    own = {k: v for k, v in outcome_record.items() if k not in IDENTITY}
     pruned = stopped == "pruned"
-    return {**results.trial_record(trial, {**own, "curve": curve, "start": start}, host=host),
-            "state": "pruned" if pruned else "complete", "pruned_at_epoch": check_epoch(outcome_record) if pruned else None}
+    return replace(outcome_record, **chief_knows(trial, host), curve=curve, start=start,
+                   state="pruned" if pruned else "complete", pruned_at_epoch=check_epoch(outcome_record) if pruned else None)
 
 
-def check_epoch(record: dict) -> int:
-    return record["resumed_from_epoch"] + record["epochs_run"]
+def check_epoch(record: TrialRecord) -> int:
+    return record.resumed_from_epoch + record.epochs_run
 
 
 # --- the plain grid -------------------------------------------------------------------------------
@@ -176,10 +178,10 @@ class GridSource:
     def training(self, trial: Trial):
         return contextlib.nullcontext()
 
-    def record(self, trial: Trial, outcome_record: dict, stopped: str, curve: list) -> dict:
-        return {**outcome_record, "start": self.state.starts}     # a grid file's results.json, as before
+    def record(self, trial: Trial, outcome_record: TrialRecord, stopped: str, curve: list) -> TrialRecord:
+        return replace(outcome_record, start=self.state.starts)     # a grid file's results.json, as before
 
-    def finish(self, trial: Trial, record: dict) -> None:
+    def finish(self, trial: Trial, record: TrialRecord) -> None:
         pass
 
     def fail(self, trial: Trial, exc: BaseException, build: bool) -> None:
@@ -224,10 +226,10 @@ class StudySource:
     def training(self, trial: Trial):
         return contextlib.nullcontext()
 
-    def record(self, trial: Trial, outcome_record: dict, stopped: str, curve: list) -> dict:
+    def record(self, trial: Trial, outcome_record: TrialRecord, stopped: str, curve: list) -> TrialRecord:
         return study_record(trial, outcome_record, stopped, curve, self.state.starts)
 
-    def finish(self, trial: Trial, record: dict) -> None:
+    def finish(self, trial: Trial, record: TrialRecord) -> None:
         if self.chief:
             self.study.finish(trial.number, record)
             self._count()
@@ -274,11 +276,11 @@ class QueueSource:
             finally:
                 self.beating = None
 
-    def record(self, trial: Trial, outcome_record: dict, stopped: str, curve: list) -> dict:
+    def record(self, trial: Trial, outcome_record: TrialRecord, stopped: str, curve: list) -> TrialRecord:
         return study_record(trial, outcome_record, stopped, curve, self.state.starts)
 
-    def finish(self, trial: Trial, record: dict) -> None:
-        self.channel.finish(trial.number, {k: v for k, v in record.items() if k in results_check.HOST_FIGURES
+    def finish(self, trial: Trial, record: TrialRecord) -> None:
+        self.channel.finish(trial.number, {k: v for k, v in record.to_json().items() if k in results_check.HOST_FIGURES
                                            or k == "confusion_matrix"})
 
     def fail(self, trial: Trial, exc: BaseException, build: bool) -> None:

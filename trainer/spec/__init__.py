@@ -11,6 +11,7 @@ a cluster; the launcher imports the trainer only from here (an import-linter con
     trials.py        a trial (candidate × values) and a grid's list of them
     results.py       results.json: its one owner (writer, reader, the rule for the best)
     results_check.py results.json checked: every key a reader uses, a host's figures
+    trial_record.py  one trial's record (its entry in results.json): the typed value, its JSON
     progress.py      progress-*.json and search-progress.json: what the live view reads
     history.py       a trial's history CSV read back (its validation curve)
     errors.py        the error family and its exit codes (the launcher's errors are of it)

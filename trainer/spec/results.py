@@ -5,9 +5,10 @@ the one rule for the best trial (`ranked`, `best`) is here for every reader.
 
 Schema 1: {schema, mode, best, candidates[], workers, replicas, restarts, class_names, images,
 started, finished, tensorflow}; each candidate has at least the required keys of RECORD_KEYS, and
-its `history` is a CSV path relative to the run folder. `check` (results_check.py) covers every key
-any reader uses (its type, its range, numbers finite but where NaN says "no figure"), so readers
-trust a checked document as it is.
+its `history` is a CSV path relative to the run folder; the trainer makes each candidate as one
+TrialRecord's JSON (trial_record.py). `check` (results_check.py) covers every key any reader uses
+(its type, its range, numbers finite but where NaN says "no figure"), so readers trust a checked
+document as it is.
 """
 from __future__ import annotations
 
@@ -127,17 +128,6 @@ def parse(text: str, where: str) -> dict:
                            "or the simulation's runs/local.") from None
     check(doc, where)
     return doc
-
-
-def trial_record(trial, figures: dict, host: str = "") -> dict:
-    """A trial's record as results.json holds it, made in one place for every search a study drives:
-    what the chief knows of the trial (its name, values, history file) and the figures its host
-    reported (checked by `host_figures` when they crossed the network). The study adds its state."""
-    values = {"learning_rate": trial.learning_rate, "batch_per_replica": trial.batch_per_replica, **trial.hyperparameters}
-    return {"candidate": trial.name, "architecture": trial.candidate, "learning_rate": trial.learning_rate,
-            "batch_per_replica": trial.batch_per_replica, **figures, "trial": trial.number,
-            **({"host": host} if host else {}), "hyperparameters": values,
-            "history": f"history/{safe_name(trial.name)}.csv"}
 
 
 def dumps(doc: dict) -> str:

@@ -30,6 +30,7 @@ from trainer.spec.errors import ConfigError, TfcError
 from trainer.train.profile import StepProfiler
 from trainer.spec.progress import Tracker
 from trainer.spec.results import safe_name, write_dir
+from trainer.spec.trial_record import ABSENT, TrialRecord, history_path
 from trainer.spec.trials import Trial
 
 def backup_root(cfg: TrainConfig, task: str) -> Path:
@@ -58,7 +59,7 @@ class TrialFailed(TfcError):
 
 @dataclass
 class Outcome:
-    record: dict
+    record: TrialRecord
     model: tf.keras.Model = field(repr=False)
 
 
@@ -144,7 +145,7 @@ def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str,
         raise TrialFailed(f"{trial.name} could not be built ({type(exc).__name__}): {exc}") from exc
     train, val = data.batches(global_batch)
     wire = allreduce.enable(model, trial, cfg, data, strategy, lambda line: log(f"[{task}] {trial.name} {line}"))
-    history = f"history/{safe_name(trial.name)}.csv"
+    history = history_path(trial.name)
     with write_dir(Path(cfg.results_dir), chief) as out:
         # elastic: every worker keeps the history too (the same figures on all), so a worker made
         # chief has every epoch's row, not only those the chief's last mirror held
@@ -158,25 +159,25 @@ def train_trial(trial: Trial, cfg: TrainConfig, data: Data, strategy, task: str,
         matrix = confusion_matrix(model, val, data.num_classes)
     epochs_run, resumed = len(progress.epoch_seconds), callbacks[0].restored_epoch + 1
     stopped_by = next((getattr(cb, "why", "") for cb in extra if getattr(cb, "why", "")), "")
-    record = {
-        "candidate": trial.name, "architecture": trial.candidate, "learning_rate": trial.learning_rate,
-        "batch_per_replica": trial.batch_per_replica,
-        "val_accuracy": float(scores["accuracy"]), "val_loss": float(scores["loss"]),
-        "train_seconds": round(train_seconds, 3),
-        "images_per_second": round(data.train_count * epochs_run / max(sum(progress.train_seconds), 1e-9), 1),
-        "epochs": epochs, "epochs_run": epochs_run, "resumed_from_epoch": resumed,
-        "stopped_early": resumed + epochs_run < epochs, "params": int(model.count_params()), "history": history,
-        "started_at": round(progress.started_at, 3), "ended_at": round(time.time(), 3),
-        **({"allreduce": wire} if cfg.allreduce != AllreduceConfig() else {}),   # a file from before keeps its fields
+    record = TrialRecord(
+        candidate=trial.name, architecture=trial.candidate, learning_rate=trial.learning_rate,
+        batch_per_replica=trial.batch_per_replica,
+        val_accuracy=float(scores["accuracy"]), val_loss=float(scores["loss"]),
+        train_seconds=round(train_seconds, 3),
+        images_per_second=round(data.train_count * epochs_run / max(sum(progress.train_seconds), 1e-9), 1),
+        epochs=epochs, epochs_run=epochs_run, resumed_from_epoch=resumed,
+        stopped_early=resumed + epochs_run < epochs, params=int(model.count_params()), history=history,
+        started_at=round(progress.started_at, 3), ended_at=round(time.time(), 3),
+        allreduce=wire if cfg.allreduce != AllreduceConfig() else ABSENT,   # a file from before keeps its fields
         # Every worker runs it, the chief keeps it: reading batch normalisation's moving statistics
         # (sync-on-read variables) is an all-reduce under MWMS, so one worker alone would hang or
         # mismatch the others' next collective (measured: "Shape mismatch in the collective").
-        "confusion_matrix": matrix if chief else None,
-    }
-    log(f"[{task}] {trial.name} done: val_accuracy={record['val_accuracy']:.4f} val_loss={record['val_loss']:.4f} "
+        confusion_matrix=matrix if chief else None,
+    )
+    log(f"[{task}] {trial.name} done: val_accuracy={record.val_accuracy:.4f} val_loss={record.val_loss:.4f} "
         f"in {train_seconds:.1f} s" + (f" (resumed at epoch {resumed + 1})" if resumed else "")
         + (f" (pruned after epoch {resumed + epochs_run})" if stopped_by == "pruned"
-           else f" (stopped early after epoch {resumed + epochs_run})" if record["stopped_early"] else ""))
+           else f" (stopped early after epoch {resumed + epochs_run})" if record.stopped_early else ""))
     return Outcome(record, model)
 
 

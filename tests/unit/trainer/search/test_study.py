@@ -6,6 +6,7 @@ import math
 
 from trainer.spec.config import TrainConfig
 from trainer.spec.space import rungs
+from trainer.spec.trial_record import TrialRecord
 from trainer.search.study import Study
 
 
@@ -14,7 +15,8 @@ def cfg(**search) -> TrainConfig:
 
 
 def finish(study: Study, trial, acc: float, state: str = "complete") -> None:
-    study.finish(trial.number, {"candidate": trial.name, "val_accuracy": acc, "val_loss": 1 - acc, "state": state})
+    study.finish(trial.number, TrialRecord(candidate=trial.name, val_accuracy=acc, val_loss=1 - acc, train_seconds=1.0,
+                                           images_per_second=10.0, params=100, epochs=9, state=state))
 
 
 def test_a_grid_is_handed_out_in_order_once_each(tmp_path):
@@ -274,3 +276,24 @@ def test_a_kept_trial_whose_values_were_never_all_drawn_is_recorded_without_them
     study.study.tell(half, state=optuna.trial.TrialState.FAIL)
     [record] = study.records()
     assert (record["candidate"], record["state"], record["hyperparameters"]) == ("small_cnn#007", "retried", {})
+
+
+def test_every_record_the_study_keeps_parses_as_a_trial_record_and_writes_back_the_same(tmp_path):
+    """results.json's record of each state (complete, pruned, retried, failed) read out of study.db
+    is a TrialRecord's JSON: it parses, checked, and writes back key for key."""
+    import json
+    study = Study(cfg(learning_rates=[0.1, 0.01, 0.001], pruner="asha", min_epochs=1, reduction_factor=3), tmp_path)
+    good = study.next("h0")
+    assert [study.report(good.number, e, 0.9, 1.0) for e in range(1, 10)] == [False] * 9
+    finish(study, good, 0.9)
+    bad = study.next("h0")
+    assert study.report(bad.number, 1, 0.1, 1.0) is True
+    finish(study, bad, 0.1)
+    assert study.lose(study.next("h1").number, "h1 stopped answering")
+    study.fail(study.next("h0").number, "ValueError: Invalid value")      # the retry, refused by its builder
+    records = study.records()
+    assert [r["state"] for r in records] == ["complete", "pruned", "retried", "failed"]
+    for i, record in enumerate(records):
+        parsed = TrialRecord.from_json(record, f"candidates[{i}]")
+        assert json.dumps(parsed.to_json(), sort_keys=True) == json.dumps(record, sort_keys=True)
+    assert records[1]["pruned_at_epoch"] == 1 and records[0]["pruned_at_epoch"] is None
