@@ -63,3 +63,28 @@ class FakeConnection:
     def put_text(self, text: str, remote: str, mode: int = 0o600) -> int:
         self.uploads[remote] = text
         return len(text.encode())
+
+
+class FakeGroup:
+    """What a stage uses of a Group (launcher/ssh/group.py): the cluster, a reporter, and `run` of a
+    step on every host at once through the real fan-out, each host on its own fake connection."""
+
+    def __init__(self, cluster, conns: dict, reporter=None):
+        import threading
+        from launcher.reporter import RecordingReporter
+        self.cluster, self.conns, self.reporter = cluster, conns, reporter or RecordingReporter()
+        self.cancel = threading.Event()
+
+    def __enter__(self) -> "FakeGroup":
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        return False
+
+    def conn(self, host):
+        return self.conns[host.name]
+
+    def run(self, step: str, fn, hosts=None):
+        from launcher.ssh.fanout import fan_out
+        return fan_out(self.cluster.hosts if hosts is None else hosts, step, lambda h: fn(h, self.conns[h.name]),
+                       None, self.cancel)

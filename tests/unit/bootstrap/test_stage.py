@@ -3,17 +3,19 @@ with the password on stdin only, the install followed through its log to its end
 and the host judged again once the work is done."""
 from __future__ import annotations
 
+import hashlib
 import threading
 
 import pytest
 
 from launcher.bootstrap import commands, stage
+from launcher.bootstrap.offline import Bundle, Deb
 from launcher.bootstrap.probe import PROBE
 from launcher.errors import RemoteError
 from launcher.inventory.load import load_cluster
 from launcher.reporter import RecordingReporter
 from launcher.ssh.connection import Result
-from support.fakes import FakeConnection
+from support.fakes import FakeConnection, FakeGroup
 
 BARE = """os_id=debian\nos_version=12\nos_codename=bookworm\nos_name=Debian GNU/Linux 12 (bookworm)\narch=amd64
 user=admin\nuid=1000\nhome=/home/admin\ngroups=admin\ngroups_db=admin\nsudo={sudo}\ndocker_user=no\ncompose=
@@ -30,8 +32,8 @@ pkg=docker.io 20.10.24 ii \npkg=docker-compose 2.26.1-4 ii \nworkdir=writable\nd
 class Host(FakeConnection):
     """A host answering the bootstrap's commands: its facts before and after, and an install log."""
 
-    def __init__(self, logs: list[tuple[str, str]], sudo: str = "ok"):
-        super().__init__(self.answer_for, host="h1")
+    def __init__(self, logs: list[tuple[str, str]], sudo: str = "ok", name: str = "h1"):
+        super().__init__(self.answer_for, host=name)
         self.facts = [BARE.format(sudo=sudo), READY.format(sudo=sudo)]
         self.logs, self.stdins, self.closed = logs, [], 0
         self.cancel = threading.Event()
@@ -134,3 +136,28 @@ def test_a_sudo_that_repeats_the_password_on_stderr_never_has_it_shown(cluster):
     from launcher.errors import RemoteError as Raised
     echoed = Raised("h1", ["sudo", "-S", "true"], 1, f"sorry: {password}\n")
     assert password not in str(echoed) + echoed.summary and "sorry: ***" in echoed.summary
+
+
+def test_offline_hosts_are_sent_their_bundle_all_at_once(tmp_path, monkeypatch):
+    """Two offline hosts lacking the same packages: one resolution here, and the .debs go to both at
+    the same time (each host's transfer waits here for the other's), so two hosts offline cost about
+    what one does (#47); both are then installed and judged ready."""
+    (tmp_path / "inv.yaml").write_text("cluster: c\nssh: {user: admin, config_file: ./none}\ndefaults: {gpus: 0}\n"
+                                       "bootstrap: {offline: true}\nhosts:\n  - {name: h1, address: 10.0.0.1}\n"
+                                       "  - {name: h2, address: 10.0.0.2}\n")
+    deb = tmp_path / "docker.io_20.10.24_amd64.deb"
+    deb.write_bytes(b"x" * 1000)
+    bundle = Bundle("k", ("docker.io",), (Deb(deb.name, deb, hashlib.sha256(b"x" * 1000).hexdigest(), 1000),))
+    resolved = []
+    monkeypatch.setattr(stage.offline_mod, "fetch_status", lambda conn: b"Package: base-files\n")
+    monkeypatch.setattr(stage.offline_mod, "resolve", lambda request, keys=None: resolved.append(request) or bundle)
+    both = threading.Barrier(2, timeout=5)
+    conns = {name: Host([("0", "TFC-DONE\n")], name=name) for name in ("h1", "h2")}
+    for conn in conns.values():
+        conn.on_stream = lambda command, data: both.wait() if deb.name in command else None
+    cluster = load_cluster(tmp_path / "inv.yaml")
+    monkeypatch.setattr(stage, "Group", lambda cluster, reporter=None, parallel=None: FakeGroup(cluster, conns))
+    outcome = stage.bootstrap(cluster, options=stage.Options(yes=True))
+    assert {name: r.state for name, r in outcome.hosts.items()} == {"h1": "ready", "h2": "ready"}, outcome
+    assert all(conn.streams == [(conn.streams[0][0], b"x" * 1000)] for conn in conns.values())
+    assert resolved[0] == resolved[1]           # alike hosts, one request (offline.resolve's cache serves the second)
