@@ -120,8 +120,8 @@ def report(results: dict, repeats: int, loads: list[float]) -> None:
     image = max((r["image_bytes"] for runs in results.values() for r in runs), default=0)
     write_section("bootstrap", f"""## B12 Bare hosts to the first epoch: `tfcompose bootstrap`, then `up --wait` (#39)
 
-`sudo .venv/bin/python bench/bootstrap.py {repeats}` — {machine()}; this machine is shared with other agents' tests
-(load average over the runs {min(loads):.1f}–{max(loads):.1f}, median {sorted(loads)[len(loads) // 2]:.1f}); medians of
+`sudo .venv/bin/python bench/bootstrap.py {repeats}` — {machine()}
+(the bench alone on it; load average over the runs, its own included, {min(loads):.1f}–{max(loads):.1f}, median {sorted(loads)[len(loads) // 2]:.1f}); medians of
 {repeats} repetitions, ± half the spread (max − min). Each repetition on fresh bare hosts (tests/support/bare.py: a
 network namespace and a Debian 12 root filesystem each, OpenSSH's server and sudo only; online: a route to the
 Debian mirror only; offline: none), all hosts of a case at once. Seconds from the command's start:
