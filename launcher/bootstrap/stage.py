@@ -107,8 +107,10 @@ def bootstrap(cluster: Cluster, reporter=None, options: Options = Options(), par
                 and not results[h.name].plan.refused]
         if offline and todo:
             todo = _bundles(group, cluster, todo, results)
-        worked = group.run("bootstrap", lambda h, c: work_on(cluster, h, c, results[h.name], options, offline, group.reporter),
-                           todo)
+        # hosts sent the same files at once: each read from the disk once for all of them
+        reads = ship_debs.OneRead(d.path for h in todo if results[h.name].bundle for d in results[h.name].bundle.debs)
+        worked = group.run("bootstrap", lambda h, c: work_on(cluster, h, c, results[h.name], options, offline,
+                                                             group.reporter, reads), todo)
         for name, exc in worked.failed.items():
             if isinstance(exc, KeyboardInterrupt):
                 raise exc
@@ -195,7 +197,8 @@ def _keys(result: HostResult) -> dict[str, str]:
 
 # --- doing it on one host ---------------------------------------------------------------------
 
-def work_on(cluster: Cluster, host: Host, conn, result: HostResult, options: Options, offline: bool, reporter) -> HostResult:
+def work_on(cluster: Cluster, host: Host, conn, result: HostResult, options: Options, offline: bool, reporter,
+            reads: Optional[ship_debs.OneRead] = None) -> HostResult:
     """The host's plan carried out, followed to its end, and the host judged again."""
     start = time.monotonic()
     result = replace(result, done=list(result.done))
@@ -208,7 +211,7 @@ def work_on(cluster: Cluster, host: Host, conn, result: HostResult, options: Opt
             raise RemoteError(host.name, reason="after the installation, still to do: "
                               + "; ".join(s.what for s in plan.steps))
         else:
-            apply(cluster, host, conn, result, plan, options, offline, reporter)
+            apply(cluster, host, conn, result, plan, options, offline, reporter, reads)
             result.done += [s.what for s in plan.steps]
             applied += 1
         conn.close()            # a new login: the docker group counts from then on
@@ -226,11 +229,11 @@ def stage_dir(f: facts_mod.Facts) -> str:
 
 
 def apply(cluster: Cluster, host: Host, conn, result: HostResult, plan: HostPlan, options: Options, offline: bool,
-          reporter) -> None:
+          reporter, reads: Optional[ship_debs.OneRead] = None) -> None:
     f, stage = result.facts, stage_dir(result.facts)
     conn.run(commands.prepare_stage(stage))
     repos = _ship_keys(conn, f, plan, stage) if not offline else []
-    debs = _ship_debs(cluster, host, conn, result, plan, stage, offline, reporter)
+    debs = _ship_debs(cluster, host, conn, result, plan, stage, offline, reporter, reads)
     kinds = set(plan.kinds())
     names = [n for n, _ in plan.packages] if not offline else list(result.bundle.names if result.bundle else ())
     nxt = [n for n, o in plan.packages if o == NEXT_RELEASE] if not offline else []
@@ -268,7 +271,7 @@ def _ship_keys(conn, f: facts_mod.Facts, plan: HostPlan, stage: str) -> list[tup
 
 
 def _ship_debs(cluster: Cluster, host: Host, conn, result: HostResult, plan: HostPlan, stage: str, offline: bool,
-               reporter) -> list[tuple[str, str]]:
+               reporter, reads: Optional[ship_debs.OneRead] = None) -> list[tuple[str, str]]:
     """The .debs the host installs from: its offline bundle, or online your bootstrap.debs when a
     package is to come from them. Only what it lacks is sent; (sha256, name) of each."""
     if offline:
@@ -279,7 +282,8 @@ def _ship_debs(cluster: Cluster, host: Host, conn, result: HostResult, plan: Hos
         return []
     if debs:
         reporter.stage(host.name, "shipping", f"{len(debs)} .deb file(s), {sum(d.size for d in debs) / 1e6:,.1f} MB")
-        result.shipped = ship_debs.ship(conn, stage, debs, transfer_reporter(reporter, host.name, ".deb files"))
+        result.shipped = ship_debs.ship(conn, stage, debs, transfer_reporter(reporter, host.name, ".deb files"),
+                                        reads if offline else None)
     return [(d.sha256, d.name) for d in debs]
 
 

@@ -12,8 +12,8 @@ fetching its key (which fails here, and changes nothing on the host). Downloaded
 between online test hosts (copied into a host's apt cache, where apt checks them against the
 indexes it fetched itself); every installation itself is the host's own apt and dpkg.
 
-b0, b1: online, bootstrapped, then train. b2: no route at all (the offline bundle). b3: online,
-for the faults.
+b0, b1: online, bootstrapped, then train. b2, b4: no route at all (the offline bundle, sent to both
+at once). b3: online, for the faults.
 """
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def bare_tree(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def lab(bare_tree):
-    built = BareLab(bare_tree, tag=f"bs{os.getpid() % 1000}", subnet="10.213.7").up([True, True, False, True])
+    built = BareLab(bare_tree, tag=f"bs{os.getpid() % 1000}", subnet="10.213.7").up([True, True, False, True, False])
     yield built
     built.down()
 
@@ -147,18 +147,22 @@ def test_two_bare_hosts_are_made_ready_by_one_command_then_train_together(lab, t
     assert code == 0, out + err
 
 
-def test_a_host_with_no_route_is_made_ready_from_a_bundle_sent_from_here(lab, tmp_path, capsys):
-    b2 = lab.hosts[2]
+def test_hosts_with_no_route_are_made_ready_from_one_bundle_sent_from_here_to_both(lab, tmp_path, capsys):
+    b2, b4 = lab.hosts[2], lab.hosts[4]
     cut_off = b2.sh("timeout 20 apt-get -q update 2>&1; ip route 2>/dev/null; true").stdout
     assert "Failed to fetch" in cut_off or "unreachable" in cut_off.lower() or "Temporary failure" in cut_off, cut_off
-    inv = inventory(lab, tmp_path, [b2], bootstrap={"offline": True,
-                                                    "resolver_images": {"debian-12": resolver_image()}})
+    inv = inventory(lab, tmp_path, [b2, b4], bootstrap={"offline": True,
+                                                        "resolver_images": {"debian-12": resolver_image()}})
     code, out, err = cli(capsys, "bootstrap", "-i", str(inv), "--yes")
     assert code == 0, out + err
-    assert "b2: ready in " in out and "  offline: " in out and " .deb file(s), " in out, out
-    assert b2.docker_ok() and b2.installed("docker.io") and b2.installed("docker-compose")
+    assert "b2: ready in " in out and "b4: ready in " in out and " .deb file(s), " in out, out
+    bundles = re.findall(r"  offline: (\d+) \.deb file\(s\), ([\d.,]+) MB; sent ([\d.,]+) MB \(0 held already\)", out)
+    assert len(bundles) == 2 and bundles[0] == bundles[1] and bundles[0][1] == bundles[0][2], out   # each sent it whole
+    for host in (b2, b4):
+        assert host.docker_ok() and host.installed("docker.io") and host.installed("docker-compose")
     code, out, err = cli(capsys, "bootstrap", "-i", str(inv), "--yes")
     assert code == 0 and "b2: Debian GNU/Linux 12 (bookworm), amd64: nothing to do" in out, out + err
+    assert "b4: Debian GNU/Linux 12 (bookworm), amd64: nothing to do" in out, out + err
 
 
 # --- the faults: one clear line per host, exit 1, the host no worse than before ----------------------

@@ -1,23 +1,49 @@
 """An offline bundle's .deb files sent (launcher/bootstrap/ship_debs.py): only what the host lacks,
-a part file resumed, what a host says that is not so ignored."""
+a part file resumed, what a host says that is not so ignored; hosts sent the same files at once
+have each file read from the disk once, and nothing kept for a host once it is done or gone."""
 from __future__ import annotations
 
 import hashlib
+import os
+import threading
 from pathlib import Path
+
+import pytest
 
 from launcher.bootstrap import ship_debs
 from launcher.bootstrap.offline import Deb
+from launcher.errors import RemoteError
+from launcher.files import CHUNK
 from launcher.ssh.connection import Result
 from support.fakes import FakeConnection
 
 
-def debs(tmp_path: Path, sizes: dict[str, int]) -> list[Deb]:
+def debs(tmp_path: Path, sizes: dict[str, int], fill=lambda size: b"x" * size) -> list[Deb]:
     out = []
     for name, size in sizes.items():
         path = tmp_path / name
-        path.write_bytes(b"x" * size)
-        out.append(Deb(name, path, hashlib.sha256(b"x" * size).hexdigest(), size))
+        path.write_bytes(fill(size))
+        out.append(Deb(name, path, hashlib.sha256(path.read_bytes()).hexdigest(), size))
     return out
+
+
+def holding(*held: str, parts: dict[str, int] | None = None) -> FakeConnection:
+    """A host that holds the files `held` (and the part files `parts`), answering as the real one."""
+    def answer(command):
+        if "sha256sum" in command[2]:
+            return Result(0, "".join(f"{h}  {n}\n" for h, n in held) + "".join(
+                f"part {size} {name}\n" for name, size in (parts or {}).items()), "")
+        return Result(0, "", "")
+    return FakeConnection(answer)
+
+
+def received(conn: FakeConnection) -> dict[str, bytes]:
+    return {cmd[5]: data for cmd, data in conn.streams}
+
+
+def bundle(tmp_path: Path) -> list[Deb]:
+    """Three files, the first over two chunks: 5 chunks in all."""
+    return debs(tmp_path, {"a_1_all.deb": 2 * CHUNK + 5, "b_1_all.deb": CHUNK, "c_1_all.deb": 10}, os.urandom)
 
 
 def test_only_what_the_host_lacks_is_sent_and_a_part_file_is_resumed(tmp_path):
@@ -34,3 +60,54 @@ def test_only_what_the_host_lacks_is_sent_and_a_part_file_is_resumed(tmp_path):
     sent = {cmd[5]: (cmd[7], data) for cmd, data in conn.streams}
     assert sent == {"b_1_all.deb": ("4000", b"x" * 1000), "c_1_all.deb": ("0", b"x" * 300)}
     assert shipped == ship_debs.Shipped(2, 1300, 1) and progress[-1] == (1300, 1300)
+
+
+
+def test_hosts_sent_the_same_files_at_once_have_each_read_from_the_disk_once(tmp_path):
+    files = bundle(tmp_path)
+    reads = ship_debs.OneRead([d.path for d in files] * 3)
+    hosts = [holding() for _ in range(3)]
+    threads = [threading.Thread(target=ship_debs.ship, args=(h, "/s", files), kwargs={"reads": reads}) for h in hosts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    whole = {d.name: d.path.read_bytes() for d in files}
+    assert all(received(h) == whole for h in hosts)
+    assert reads.disk_reads == 5 and reads.held == 0          # without OneRead: 15 reads
+
+
+def test_a_host_that_holds_a_file_or_resumes_one_is_kept_nothing(tmp_path):
+    a, b, c = files = bundle(tmp_path)
+    reads = ship_debs.OneRead([d.path for d in files] * 2)
+    first, second = holding(), holding((a.sha256, a.name), parts={b.name: 100})
+    ship_debs.ship(first, "/s", files, reads=reads)
+    assert reads.held == a.size + b.size + c.size  # kept for the second host, until it says what it holds
+    ship_debs.ship(second, "/s", files, reads=reads)
+    assert received(second) == {b.name: b.path.read_bytes()[100:], c.name: c.path.read_bytes()}
+    assert reads.held == 0 and reads.disk_reads == 5          # b's rest the second host read for itself
+
+
+def test_a_transfer_cut_short_leaves_nothing_kept_for_its_host(tmp_path):
+    files = bundle(tmp_path)
+    reads = ship_debs.OneRead([d.path for d in files] * 2)
+    ship_debs.ship(holding(), "/s", files, reads=reads)
+    assert reads.held == sum(d.size for d in files)
+
+    def cut(command, data):
+        raise RemoteError("h2", reason="the link went")
+    gone = holding()
+    gone.on_stream = cut
+    with pytest.raises(RemoteError):
+        ship_debs.ship(gone, "/s", files, reads=reads)
+    assert reads.held == 0            # neither the file it was in nor the two it never reached
+
+
+def test_past_its_cap_each_host_reads_for_itself(tmp_path):
+    files = bundle(tmp_path)
+    reads = ship_debs.OneRead([d.path for d in files] * 2, cap=CHUNK)
+    hosts = [holding(), holding()]
+    for host in hosts:
+        ship_debs.ship(host, "/s", files, reads=reads)
+    assert all(received(h) == {d.name: d.path.read_bytes() for d in files} for h in hosts)
+    assert reads.held == 0 and reads.disk_reads == 5 + 4       # one chunk kept for the second, the rest read again

@@ -10,6 +10,7 @@ import pytest
 
 from launcher.bootstrap import commands, stage
 from launcher.bootstrap.offline import Bundle, Deb
+from launcher.bootstrap.ship_debs import OneRead
 from launcher.bootstrap.probe import PROBE
 from launcher.errors import RemoteError
 from launcher.inventory.load import load_cluster
@@ -140,8 +141,8 @@ def test_a_sudo_that_repeats_the_password_on_stderr_never_has_it_shown(cluster):
 
 def test_offline_hosts_are_sent_their_bundle_all_at_once(tmp_path, monkeypatch):
     """Two offline hosts lacking the same packages: one resolution here, and the .debs go to both at
-    the same time (each host's transfer waits here for the other's), so two hosts offline cost about
-    what one does (#47); both are then installed and judged ready."""
+    the same time (each host's transfer waits here for the other's), each read from the disk once for
+    both, so two hosts offline cost about what one does (#47); both are then installed and judged ready."""
     (tmp_path / "inv.yaml").write_text("cluster: c\nssh: {user: admin, config_file: ./none}\ndefaults: {gpus: 0}\n"
                                        "bootstrap: {offline: true}\nhosts:\n  - {name: h1, address: 10.0.0.1}\n"
                                        "  - {name: h2, address: 10.0.0.2}\n")
@@ -157,7 +158,10 @@ def test_offline_hosts_are_sent_their_bundle_all_at_once(tmp_path, monkeypatch):
         conn.on_stream = lambda command, data: both.wait() if deb.name in command else None
     cluster = load_cluster(tmp_path / "inv.yaml")
     monkeypatch.setattr(stage, "Group", lambda cluster, reporter=None, parallel=None: FakeGroup(cluster, conns))
+    made = []
+    monkeypatch.setattr(stage.ship_debs, "OneRead", lambda *a, **kw: made.append(OneRead(*a, **kw)) or made[-1])
     outcome = stage.bootstrap(cluster, options=stage.Options(yes=True))
     assert {name: r.state for name, r in outcome.hosts.items()} == {"h1": "ready", "h2": "ready"}, outcome
     assert all(conn.streams == [(conn.streams[0][0], b"x" * 1000)] for conn in conns.values())
     assert resolved[0] == resolved[1]           # alike hosts, one request (offline.resolve's cache serves the second)
+    assert len(made) == 1 and made[0].disk_reads == 1 and made[0].held == 0     # one read for both
