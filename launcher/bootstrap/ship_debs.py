@@ -41,43 +41,50 @@ def present(conn, stage: str, debs: Sequence[Deb]) -> tuple[set[str], dict[str, 
 
 class OneRead:
     """The .deb files read from this machine's disk once for all the hosts they go to at once (a home
-    folder on NFS, a laptop's slow disk): a chunk read for the host ahead is kept for the hosts behind
-    until each has taken it or left the file. At most `cap` bytes are kept (past that, a host reads
-    for itself), none once the bootstrap has ended. `takers`: each file once per host sent it."""
+    folder on NFS, a laptop's slow disk): a chunk read by the host furthest on in a file is kept for
+    the hosts behind until each has taken it or left the file. At most `cap` bytes are kept (past
+    that, a host reads for itself). Each host takes part through its Taker, which leaves every file
+    it has not left yet when closed, so nothing is kept for a host that failed or is done."""
 
-    def __init__(self, takers: Iterable[Path] = (), cap: int = 256 << 20):
-        self._takers = Counter(takers)             # file -> hosts still to be sent it from its start
+    def __init__(self, cap: int = 256 << 20):
+        self._takers: Counter = Counter()          # file -> hosts still to be sent it from its start
         self._kept: dict[tuple[Path, int], list] = {}     # (file, offset) -> [chunk, hosts still to take it]
+        self._front: dict[Path, int] = {}          # file -> the furthest offset read from the disk
+        self._files: dict[Path, threading.Lock] = {}      # one read of a file at a time, each file apart
         self._cap, self._lock = cap, threading.Lock()
         self.held = 0                              # bytes kept now
-        self.disk_reads = 0                        # chunks read from the disk
+        self.disk_reads = 0                        # chunks read from the disk for hosts sent a file whole
 
-    def chunks(self, path: Path, offset: int = 0) -> Iterator[bytes]:
-        """The file from `offset` on; from the start, shared with the other hosts sent it. Close
-        it when done (also when the transfer was cut short)."""
-        if offset:
-            self.leave(path)                       # a resumed part: this host reads its own rest
-            return _chunks(path, offset)
-        return _Shared(self, path)
+    def taker(self, paths: Iterable[Path]) -> "Taker":
+        """One host's part: the files it may be sent (once each)."""
+        paths = set(paths)
+        with self._lock:
+            self._takers.update(paths)
+            for path in paths:
+                self._files.setdefault(path, threading.Lock())
+        return Taker(self, paths)
 
-    def leave(self, path: Path, offset: int = 0) -> None:
-        """One host done with the file (sent it, holds it, or stopped at `offset`): it takes no
-        chunk from there on."""
+    def _leave(self, path: Path, offset: int) -> None:
         with self._lock:
             self._takers[path] -= 1
             for key in [k for k in self._kept if k[0] == path and k[1] >= offset]:
                 self._taken(key)
 
     def chunk_at(self, fh, path: Path, offset: int) -> bytes:
-        with self._lock:                           # one host reads a chunk; the others wait for it
-            if (path, offset) in self._kept:
-                return self._taken((path, offset))
+        """The chunk at `offset`: kept by a host ahead, else read here (and kept for those behind)."""
+        with self._files[path]:                    # a host behind waits for the read of the host ahead
+            with self._lock:
+                if (path, offset) in self._kept:
+                    return self._taken((path, offset))
             fh.seek(offset)
             chunk = fh.read(CHUNK)
-            self.disk_reads += bool(chunk)
-            if chunk and self._takers[path] > 1 and self.held + len(chunk) <= self._cap:
-                self._kept[(path, offset)] = [chunk, self._takers[path] - 1]
-                self.held += len(chunk)
+            with self._lock:
+                self.disk_reads += bool(chunk)
+                ahead = offset >= self._front.get(path, 0)      # no other host is past it: all are behind
+                self._front[path] = max(self._front.get(path, 0), offset + len(chunk))
+                if chunk and ahead and self._takers[path] > 1 and self.held + len(chunk) <= self._cap:
+                    self._kept[(path, offset)] = [chunk, self._takers[path] - 1]
+                    self.held += len(chunk)
             return chunk
 
     def _taken(self, key: tuple[Path, int]) -> bytes:
@@ -89,11 +96,43 @@ class OneRead:
         return kept[0]
 
 
+class Taker:
+    """One host's part in a OneRead: each of its files left once (sent, held already, resumed from a
+    part, or cut short); `close` leaves the rest."""
+
+    def __init__(self, reads: OneRead, paths: set[Path]):
+        self.reads, self._open = reads, set(paths)
+
+    def __enter__(self) -> "Taker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def chunks(self, path: Path, offset: int = 0) -> Iterator[bytes]:
+        """The file from `offset` on; from the start, shared with the other hosts sent it. Close
+        the iterator when done (also when the transfer was cut short)."""
+        if offset or path not in self._open:
+            self.leave(path)                       # a resumed part: this host reads its own rest
+            return _chunks(path, offset)
+        return _Shared(self, path)
+
+    def leave(self, path: Path, offset: int = 0) -> None:
+        """Done with the file, having taken it up to `offset`: nothing is kept for it from there on."""
+        if path in self._open:
+            self._open.discard(path)
+            self.reads._leave(path, offset)
+
+    def close(self) -> None:
+        for path in list(self._open):
+            self.leave(path)
+
+
 class _Shared:
     """One host's pass through a file a OneRead shares; closed, the host leaves the file."""
 
-    def __init__(self, reads: OneRead, path: Path):
-        self.reads, self.path, self.offset, self.closed = reads, path, 0, False
+    def __init__(self, taker: Taker, path: Path):
+        self.taker, self.path, self.offset, self.closed = taker, path, 0, False
         self.fh = None
 
     def __iter__(self) -> "_Shared":
@@ -103,7 +142,7 @@ class _Shared:
         if self.closed:
             raise StopIteration
         self.fh = self.fh or self.path.open("rb")
-        chunk = self.reads.chunk_at(self.fh, self.path, self.offset)
+        chunk = self.taker.reads.chunk_at(self.fh, self.path, self.offset)
         if not chunk:
             self.close()
             raise StopIteration
@@ -113,40 +152,35 @@ class _Shared:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self.reads.leave(self.path, self.offset)
+            self.taker.leave(self.path, self.offset)
             if self.fh:
                 self.fh.close()
 
 
 def ship(conn, stage: str, debs: Sequence[Deb], on_bytes: Callable[[int, int], None] = lambda done, total: None,
-         reads: Optional[OneRead] = None) -> Shipped:
-    """Send the files the host lacks (resuming part files); each is checked on the host. With
-    `reads`, each file's bytes are those read once for every host sent it."""
-    reads = reads or OneRead(d.path for d in debs)
-    whole, parts = present(conn, stage, debs)
-    todo = [d for d in debs if d.name not in whole]
-    for deb in debs:
-        if deb.name in whole:
-            reads.leave(deb.path)
-    total = sum(d.size - parts.get(d.name, 0) for d in todo)
-    before = conn.bytes_sent
+         taker: Optional[Taker] = None) -> Shipped:
+    """Send the files the host lacks (resuming part files); each is checked on the host. With a
+    `taker`, each file's bytes are those read once for every host sent it."""
+    with taker or OneRead().taker(d.path for d in debs) as taker:
+        whole, parts = present(conn, stage, debs)
+        todo = [d for d in debs if d.name not in whole]
+        for deb in debs:
+            if deb.name in whole:
+                taker.leave(deb.path)
+        total = sum(d.size - parts.get(d.name, 0) for d in todo)
+        before = conn.bytes_sent
 
-    def counted(chunks: Iterator[bytes]) -> Iterator[bytes]:
-        for chunk in chunks:
-            yield chunk
-            on_bytes(conn.bytes_sent - before, total)
-    for i, deb in enumerate(todo):
-        try:
-            _send(conn, stage, deb, parts.get(deb.name, 0), reads, counted)
-        except BaseException:
-            for later in todo[i + 1:]:
-                reads.leave(later.path)         # the other hosts keep nothing more for this one
-            raise
-    return Shipped(len(todo), conn.bytes_sent - before, len(whole))
+        def counted(chunks: Iterator[bytes]) -> Iterator[bytes]:
+            for chunk in chunks:
+                yield chunk
+                on_bytes(conn.bytes_sent - before, total)
+        for deb in todo:
+            _send(conn, stage, deb, parts.get(deb.name, 0), taker, counted)
+        return Shipped(len(todo), conn.bytes_sent - before, len(whole))
 
 
-def _send(conn, stage: str, deb: Deb, offset: int, reads: OneRead, counted) -> None:
-    chunks = reads.chunks(deb.path, offset)
+def _send(conn, stage: str, deb: Deb, offset: int, taker: Taker, counted) -> None:
+    chunks = taker.chunks(deb.path, offset)
     try:
         conn.stream(commands.receive_deb(stage, deb.name, deb.sha256, offset), on_output=lambda _: None,
                     stdin_chunks=counted(chunks))

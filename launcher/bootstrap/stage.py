@@ -9,6 +9,8 @@ run would call "nothing to do". Each host stands alone: one host's failure stops
 """
 from __future__ import annotations
 
+import contextlib
+
 import time
 from dataclasses import dataclass, field, replace
 from typing import Optional
@@ -107,10 +109,9 @@ def bootstrap(cluster: Cluster, reporter=None, options: Options = Options(), par
                 and not results[h.name].plan.refused]
         if offline and todo:
             todo = _bundles(group, cluster, todo, results)
-        # hosts sent the same files at once: each read from the disk once for all of them
-        reads = ship_debs.OneRead(d.path for h in todo if results[h.name].bundle for d in results[h.name].bundle.debs)
+        takers = _takers(todo, results)
         worked = group.run("bootstrap", lambda h, c: work_on(cluster, h, c, results[h.name], options, offline,
-                                                             group.reporter, reads), todo)
+                                                             group.reporter, takers[h.name]), todo)
         for name, exc in worked.failed.items():
             if isinstance(exc, KeyboardInterrupt):
                 raise exc
@@ -181,6 +182,14 @@ def _bundles(group: Group, cluster: Cluster, todo: list[Host], results: dict[str
     return ready
 
 
+def _takers(todo: list[Host], results: dict[str, HostResult]) -> dict[str, ship_debs.Taker]:
+    """Each host's part in reading the bundles' files once for all hosts sent them at once, made
+    before any host starts (so a file read first is kept for every host behind)."""
+    reads = ship_debs.OneRead()
+    return {h.name: reads.taker(d.path for d in (results[h.name].bundle.debs if results[h.name].bundle else ()))
+            for h in todo}
+
+
 def _request(cluster: Cluster, result: HostResult, status: bytes) -> offline_mod.Request:
     f, plan = result.facts, result.plan
     packages = tuple(p for p in plan.packages if p[1] != "debs") + tuple((n, "archive") for n, o in plan.packages if o == "debs")
@@ -198,8 +207,15 @@ def _keys(result: HostResult) -> dict[str, str]:
 # --- doing it on one host ---------------------------------------------------------------------
 
 def work_on(cluster: Cluster, host: Host, conn, result: HostResult, options: Options, offline: bool, reporter,
-            reads: Optional[ship_debs.OneRead] = None) -> HostResult:
-    """The host's plan carried out, followed to its end, and the host judged again."""
+            taker: Optional[ship_debs.Taker] = None) -> HostResult:
+    """The host's plan carried out, followed to its end, and the host judged again. `taker`: its
+    part in the bundle's files read once for all hosts (left, whatever happens, when this ends)."""
+    with taker or contextlib.nullcontext():
+        return _work_on(cluster, host, conn, result, options, offline, reporter, taker)
+
+
+def _work_on(cluster: Cluster, host: Host, conn, result: HostResult, options: Options, offline: bool, reporter,
+             taker: Optional[ship_debs.Taker]) -> HostResult:
     start = time.monotonic()
     result = replace(result, done=list(result.done))
     plan, applied = result.plan, 0
@@ -211,7 +227,7 @@ def work_on(cluster: Cluster, host: Host, conn, result: HostResult, options: Opt
             raise RemoteError(host.name, reason="after the installation, still to do: "
                               + "; ".join(s.what for s in plan.steps))
         else:
-            apply(cluster, host, conn, result, plan, options, offline, reporter, reads)
+            apply(cluster, host, conn, result, plan, options, offline, reporter, taker)
             result.done += [s.what for s in plan.steps]
             applied += 1
         conn.close()            # a new login: the docker group counts from then on
@@ -229,11 +245,11 @@ def stage_dir(f: facts_mod.Facts) -> str:
 
 
 def apply(cluster: Cluster, host: Host, conn, result: HostResult, plan: HostPlan, options: Options, offline: bool,
-          reporter, reads: Optional[ship_debs.OneRead] = None) -> None:
+          reporter, taker: Optional[ship_debs.Taker] = None) -> None:
     f, stage = result.facts, stage_dir(result.facts)
     conn.run(commands.prepare_stage(stage))
     repos = _ship_keys(conn, f, plan, stage) if not offline else []
-    debs = _ship_debs(cluster, host, conn, result, plan, stage, offline, reporter, reads)
+    debs = _ship_debs(cluster, host, conn, result, plan, stage, offline, reporter, taker)
     kinds = set(plan.kinds())
     names = [n for n, _ in plan.packages] if not offline else list(result.bundle.names if result.bundle else ())
     nxt = [n for n, o in plan.packages if o == NEXT_RELEASE] if not offline else []
@@ -271,7 +287,7 @@ def _ship_keys(conn, f: facts_mod.Facts, plan: HostPlan, stage: str) -> list[tup
 
 
 def _ship_debs(cluster: Cluster, host: Host, conn, result: HostResult, plan: HostPlan, stage: str, offline: bool,
-               reporter, reads: Optional[ship_debs.OneRead] = None) -> list[tuple[str, str]]:
+               reporter, taker: Optional[ship_debs.Taker] = None) -> list[tuple[str, str]]:
     """The .debs the host installs from: its offline bundle, or online your bootstrap.debs when a
     package is to come from them. Only what it lacks is sent; (sha256, name) of each."""
     if offline:
@@ -283,7 +299,7 @@ def _ship_debs(cluster: Cluster, host: Host, conn, result: HostResult, plan: Hos
     if debs:
         reporter.stage(host.name, "shipping", f"{len(debs)} .deb file(s), {sum(d.size for d in debs) / 1e6:,.1f} MB")
         result.shipped = ship_debs.ship(conn, stage, debs, transfer_reporter(reporter, host.name, ".deb files"),
-                                        reads if offline else None)
+                                        taker if offline else None)
     return [(d.sha256, d.name) for d in debs]
 
 

@@ -63,11 +63,33 @@ def test_only_what_the_host_lacks_is_sent_and_a_part_file_is_resumed(tmp_path):
 
 
 
+def takers(files: list[Deb], hosts: int, cap: int = 256 << 20) -> tuple[ship_debs.OneRead, list]:
+    """A OneRead and each host's part in it, all made before any host starts (as the stage does)."""
+    reads = ship_debs.OneRead(cap)
+    return reads, [reads.taker(d.path for d in files) for _ in range(hosts)]
+
+
+class CutAfter(FakeConnection):
+    """A host whose link goes after it has been sent `chunks` chunks of its first file."""
+
+    def __init__(self, chunks: int):
+        super().__init__(holding().answer)
+        self.left = chunks
+
+    def stream(self, command, on_output, stdin_chunks=(), check: bool = True, **kw):
+        for _ in stdin_chunks:
+            self.left -= 1
+            if self.left <= 0:
+                raise RemoteError("h2", reason="the link went")
+        return super().stream(command, on_output, (), check)
+
+
 def test_hosts_sent_the_same_files_at_once_have_each_read_from_the_disk_once(tmp_path):
     files = bundle(tmp_path)
-    reads = ship_debs.OneRead([d.path for d in files] * 3)
+    reads, parts = takers(files, 3)
     hosts = [holding() for _ in range(3)]
-    threads = [threading.Thread(target=ship_debs.ship, args=(h, "/s", files), kwargs={"reads": reads}) for h in hosts]
+    threads = [threading.Thread(target=ship_debs.ship, args=(h, "/s", files), kwargs={"taker": t})
+               for h, t in zip(hosts, parts)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -79,35 +101,45 @@ def test_hosts_sent_the_same_files_at_once_have_each_read_from_the_disk_once(tmp
 
 def test_a_host_that_holds_a_file_or_resumes_one_is_kept_nothing(tmp_path):
     a, b, c = files = bundle(tmp_path)
-    reads = ship_debs.OneRead([d.path for d in files] * 2)
-    first, second = holding(), holding((a.sha256, a.name), parts={b.name: 100})
-    ship_debs.ship(first, "/s", files, reads=reads)
+    reads, (first, second) = takers(files, 2)
+    ship_debs.ship(holding(), "/s", files, taker=first)
     assert reads.held == a.size + b.size + c.size  # kept for the second host, until it says what it holds
-    ship_debs.ship(second, "/s", files, reads=reads)
-    assert received(second) == {b.name: b.path.read_bytes()[100:], c.name: c.path.read_bytes()}
-    assert reads.held == 0 and reads.disk_reads == 5          # b's rest the second host read for itself
+    ship_debs.ship(conn := holding((a.sha256, a.name), parts={b.name: 100}), "/s", files, taker=second)
+    assert received(conn) == {b.name: b.path.read_bytes()[100:], c.name: c.path.read_bytes()}
+    assert reads.held == 0
 
 
-def test_a_transfer_cut_short_leaves_nothing_kept_for_its_host(tmp_path):
+@pytest.mark.parametrize("where", ["mid-file", "before any file"])
+def test_a_host_cut_off_leaves_nothing_kept_for_it(tmp_path, where):
     files = bundle(tmp_path)
-    reads = ship_debs.OneRead([d.path for d in files] * 2)
-    ship_debs.ship(holding(), "/s", files, reads=reads)
+    reads, (first, second) = takers(files, 2)
+    ship_debs.ship(holding(), "/s", files, taker=first)
     assert reads.held == sum(d.size for d in files)
-
-    def cut(command, data):
-        raise RemoteError("h2", reason="the link went")
-    gone = holding()
-    gone.on_stream = cut
+    gone = CutAfter(1) if where == "mid-file" else FakeConnection(lambda command: Result(1, "", "no such folder"))
     with pytest.raises(RemoteError):
-        ship_debs.ship(gone, "/s", files, reads=reads)
-    assert reads.held == 0            # neither the file it was in nor the two it never reached
+        ship_debs.ship(gone, "/s", files, taker=second)
+    assert reads.held == 0            # neither the file it was in nor those it never reached
 
 
-def test_past_its_cap_each_host_reads_for_itself(tmp_path):
-    files = bundle(tmp_path)
-    reads = ship_debs.OneRead([d.path for d in files] * 2, cap=CHUNK)
-    hosts = [holding(), holding()]
-    for host in hosts:
-        ship_debs.ship(host, "/s", files, reads=reads)
-    assert all(received(h) == {d.name: d.path.read_bytes() for d in files} for h in hosts)
-    assert reads.held == 0 and reads.disk_reads == 5 + 4       # one chunk kept for the second, the rest read again
+def test_past_its_cap_each_host_reads_for_itself_and_nothing_is_kept_for_a_host_ahead(tmp_path):
+    a = bundle(tmp_path)[0]                      # three chunks
+    reads, parts = takers([a], 3, cap=CHUNK)
+    ahead, behind, last = (t.chunks(a.path) for t in parts)
+    got = {"ahead": next(ahead) + next(ahead)}   # chunk 0 kept for the two behind; chunk 1 past the cap
+    got["behind"], got["last"] = next(behind), next(last)
+    got["behind"] += next(behind)                # read again: not kept for `ahead`, which is past it
+    for name, chunks in (("ahead", ahead), ("behind", behind), ("last", last)):
+        got[name] += b"".join(chunks)
+    assert set(got.values()) == {a.path.read_bytes()}
+    assert reads.held == 0 and reads.disk_reads == 2 + 3      # chunk 1 read by each host, chunks 0 and 2 once
+
+
+def test_a_host_cut_off_mid_file_takes_nothing_more_from_those_behind_it(tmp_path):
+    a = bundle(tmp_path)[0]                      # three chunks
+    reads, (ahead, cut, behind) = takers([a], 3)
+    ship_debs.ship(holding(), "/s", [a], taker=ahead)
+    with pytest.raises(RemoteError):
+        ship_debs.ship(CutAfter(2), "/s", [a], taker=cut)
+    ship_debs.ship(last := holding(), "/s", [a], taker=behind)
+    assert received(last) == {a.name: a.path.read_bytes()}
+    assert reads.disk_reads == 3 and reads.held == 0      # the last host's whole file from what was read first
