@@ -104,8 +104,12 @@ def test_a_host_that_holds_a_file_or_resumes_one_is_kept_nothing(tmp_path):
     reads, (first, second) = takers(files, 2)
     ship_debs.ship(holding(), "/s", files, taker=first)
     assert reads.held == a.size + b.size + c.size  # kept for the second host, until it says what it holds
-    ship_debs.ship(conn := holding((a.sha256, a.name), parts={b.name: 100}), "/s", files, taker=second)
+    conn = holding((a.sha256, a.name), parts={b.name: 100})
+    while_sending = []
+    conn.on_stream = lambda command, data: while_sending.append(reads.held)
+    ship_debs.ship(conn, "/s", files, taker=second)
     assert received(conn) == {b.name: b.path.read_bytes()[100:], c.name: c.path.read_bytes()}
+    assert while_sending[0] == c.size      # once it said what it holds: a and b let go at once, c still kept
     assert reads.held == 0
 
 
