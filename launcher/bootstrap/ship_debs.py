@@ -128,6 +128,13 @@ class Taker:
             self.leave(path)
 
 
+def takers(files: dict[str, Iterable[Path]], cap: int = 256 << 20) -> dict[str, Taker]:
+    """Each host's part in one OneRead (host name → the files it may be sent), all made before any
+    host starts, so a chunk read first is kept for every host behind."""
+    reads = OneRead(cap)
+    return {name: reads.taker(paths) for name, paths in files.items()}
+
+
 class _Shared:
     """One host's pass through a file a OneRead shares; closed, the host leaves the file."""
 

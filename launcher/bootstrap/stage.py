@@ -109,7 +109,9 @@ def bootstrap(cluster: Cluster, reporter=None, options: Options = Options(), par
                 and not results[h.name].plan.refused]
         if offline and todo:
             todo = _bundles(group, cluster, todo, results)
-        takers = _takers(todo, results)
+        # hosts sent the same .debs at once: each file read from the disk once for all of them
+        takers = ship_debs.takers({h.name: [d.path for d in results[h.name].bundle.debs] if results[h.name].bundle else []
+                                   for h in todo})
         worked = group.run("bootstrap", lambda h, c: work_on(cluster, h, c, results[h.name], options, offline,
                                                              group.reporter, takers[h.name]), todo)
         for name, exc in worked.failed.items():
@@ -180,14 +182,6 @@ def _bundles(group: Group, cluster: Cluster, todo: list[Host], results: dict[str
         group.reporter.stage(host.name, "resolved", offline_mod.bundle_text(result.bundle))
         ready.append(host)
     return ready
-
-
-def _takers(todo: list[Host], results: dict[str, HostResult]) -> dict[str, ship_debs.Taker]:
-    """Each host's part in reading the bundles' files once for all hosts sent them at once, made
-    before any host starts (so a file read first is kept for every host behind)."""
-    reads = ship_debs.OneRead()
-    return {h.name: reads.taker(d.path for d in (results[h.name].bundle.debs if results[h.name].bundle else ()))
-            for h in todo}
 
 
 def _request(cluster: Cluster, result: HostResult, status: bytes) -> offline_mod.Request:

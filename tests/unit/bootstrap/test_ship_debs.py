@@ -65,8 +65,8 @@ def test_only_what_the_host_lacks_is_sent_and_a_part_file_is_resumed(tmp_path):
 
 def takers(files: list[Deb], hosts: int, cap: int = 256 << 20) -> tuple[ship_debs.OneRead, list]:
     """A OneRead and each host's part in it, all made before any host starts (as the stage does)."""
-    reads = ship_debs.OneRead(cap)
-    return reads, [reads.taker(d.path for d in files) for _ in range(hosts)]
+    made = ship_debs.takers({f"h{i}": [d.path for d in files] for i in range(hosts)}, cap)
+    return made["h0"].reads, list(made.values())
 
 
 class CutAfter(FakeConnection):
